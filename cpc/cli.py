@@ -1,0 +1,106 @@
+"""The ``cpc`` command line: each engine stage, usable alone.
+
+    cpc analyze TEXT [--vocab cl100k | --model PATH] [--json]
+
+prints the seed-003 table: for each split point of the unstable tail, the
+text before it, how many validated tokens start there and the first few.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Sequence
+
+from cpc.candidates import Analysis, CandidateFinder
+from cpc.models import ModelError
+
+_SHOWN_TOKENS = 10
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="cpc", description=__doc__.split("\n\n")[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    analyze = commands.add_parser("analyze", help="candidate tokens for the unstable tail of TEXT")
+    analyze.add_argument("text", metavar="TEXT", help="the text before the cursor")
+    source = analyze.add_mutually_exclusive_group()
+    source.add_argument("--vocab", choices=["cl100k"], help="use tiktoken's cl100k (the default)")
+    source.add_argument("--model", help="a GGUF model: a path, or 'default' / 'smollm2'")
+    analyze.add_argument("--json", action="store_true", help="print one JSON object")
+    analyze.set_defaults(run=_analyze)
+
+    args = parser.parse_args(argv)
+    try:
+        return args.run(args)
+    except ModelError as error:
+        print(f"cpc: {error}", file=sys.stderr)
+        return 2
+
+
+def build_finder(model: str | None) -> CandidateFinder:
+    """A candidate finder over cl100k (``model`` None) or a GGUF model's tokenizer."""
+    if model is None:
+        return CandidateFinder.for_cl100k()
+    from cpc.gguf import GGUFModel
+    from cpc.tokenizer import LlamaTokenizer
+
+    return CandidateFinder(LlamaTokenizer(GGUFModel.open(model, vocab_only=True)))
+
+
+def _analyze(args: argparse.Namespace) -> int:
+    started = time.perf_counter()
+    finder = build_finder(args.model)
+    build_ms = (time.perf_counter() - started) * 1000
+    started = time.perf_counter()
+    analysis = finder.analyze(args.text)
+    elapsed_ms = (time.perf_counter() - started) * 1000
+    pieces = finder.index.vocab.pieces
+    if args.json:
+        print(json.dumps(analysis_json(analysis, pieces, elapsed_ms, build_ms, finder.index.vocab.name)))
+    else:
+        _print_table(analysis, pieces, elapsed_ms, build_ms, finder.index.vocab.name)
+    return 0
+
+
+def analysis_json(analysis: Analysis, pieces: list[bytes], elapsed_ms: float, build_ms: float, vocab: str) -> dict:
+    """The ``cpc analyze --json`` object (design.md's contract, plus a few extras)."""
+    return {
+        "last_word": analysis.split.last_word,
+        "tail": analysis.split.tail,
+        "vocab": vocab,
+        "positions": [
+            {
+                "prefix": point.prefix,
+                "offset": point.offset,
+                "count": point.count,
+                "tokens": [_show(pieces[t]) for t in point.token_ids[:_SHOWN_TOKENS]],
+                "tail_tokens": [_show(pieces[t]) for t in point.tail_tokens],
+            }
+            for point in analysis.positions
+        ],
+        "elapsed_ms": round(elapsed_ms, 3),
+        "index_build_ms": round(build_ms, 1),
+    }
+
+
+def _print_table(analysis: Analysis, pieces: list[bytes], elapsed_ms: float, build_ms: float, vocab: str) -> None:
+    split = analysis.split
+    print(f"Testing: {split.text}")
+    print(f"last word {split.last_word!r}  (unstable tail {split.tail!r}, vocabulary {vocab})")
+    print(f"Analysis completed in {elapsed_ms:.2f} ms (vocabulary + index built in {build_ms:.0f} ms)")
+    print("Combinations:")
+    for point in analysis.positions:
+        shown = [pieces[t] for t in point.token_ids[:3]]
+        more = "..." if point.count > 3 else ""
+        print(f"Pos {point.offset}: {point.prefix} -> {shown}{more} {point.count} possible tokens")
+
+
+def _show(piece: bytes) -> str:
+    return piece.decode("utf-8", "backslashreplace")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,131 @@
+"""A GGUF model opened through llama.cpp's low-level API (llama-cpp-python).
+
+This module owns the llama.cpp handles and their lifetime: loading (the
+vocabulary alone, or with weights), rendering tokens to bytes, tokenizing.
+The batched, stateful evaluation of the model lives in `cpc.lm`.
+
+    >>> model = GGUFModel.open("smollm2", vocab_only=True)
+    >>> model.tokenize(b"def main():")
+    [1604, 1085, 3734]
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import os
+from functools import cache
+from pathlib import Path
+
+import llama_cpp
+import numpy as np
+
+from cpc.models import ModelError, Progress, resolve_model
+
+log = logging.getLogger(__name__)
+
+_NOT_TEXT = (
+    llama_cpp.LLAMA_TOKEN_ATTR_CONTROL
+    | llama_cpp.LLAMA_TOKEN_ATTR_UNKNOWN
+    | llama_cpp.LLAMA_TOKEN_ATTR_UNUSED
+)
+
+
+_GGML_LOG_LEVEL_ERROR = 4
+
+
+@cache
+def _init_backend() -> None:
+    """Initialise llama.cpp once and route its chatter to Python logging."""
+    llama_cpp.llama_backend_init()
+    llama_cpp.llama_log_set(_LOG_CALLBACK, ctypes.c_void_p(0))
+
+
+@llama_cpp.llama_log_callback
+def _LOG_CALLBACK(level: int, text: bytes, user_data: ctypes.c_void_p) -> None:
+    if level == _GGML_LOG_LEVEL_ERROR:
+        log.error(text.decode("utf-8", "replace").rstrip())
+
+
+class GGUFModel:
+    """A loaded GGUF model: its vocabulary handle and (unless vocab-only) weights."""
+
+    def __init__(self, path: Path, handle: llama_cpp.llama_model_p, vocab_only: bool):
+        self.path = path
+        self.handle = handle
+        self.vocab_only = vocab_only
+        self.vocab_handle = llama_cpp.llama_model_get_vocab(handle)
+        self.n_vocab = llama_cpp.llama_vocab_n_tokens(self.vocab_handle)
+        self._tokens = (llama_cpp.llama_token * 4096)()
+
+    @classmethod
+    def open(
+        cls,
+        model: str | os.PathLike | None = None,
+        *,
+        vocab_only: bool = False,
+        gpu_layers: int = 0,
+        progress: Progress | None = None,
+    ) -> GGUFModel:
+        """Load a model by name (``default``, ``smollm2``) or path.
+
+        Raises `ModelError` naming the path when the file is missing or
+        llama.cpp cannot load it.
+        """
+        path = resolve_model(model, progress)
+        _init_backend()
+        params = llama_cpp.llama_model_default_params()
+        params.vocab_only = vocab_only
+        params.n_gpu_layers = gpu_layers
+        handle = llama_cpp.llama_model_load_from_file(str(path).encode(), params)
+        if not handle:
+            raise ModelError(
+                f"llama.cpp could not load {path}: the file is corrupt or of an unsupported "
+                "architecture -- replace it or point --model at another GGUF file"
+            )
+        return cls(path, handle, vocab_only)
+
+    def __del__(self) -> None:
+        handle = getattr(self, "handle", None)
+        if handle:
+            llama_cpp.llama_model_free(handle)
+            self.handle = None
+
+    def tokenize(self, data: bytes) -> list[int]:
+        """Token ids of ``data`` with the model's own tokenizer (no BOS, no special parsing)."""
+        capacity = len(self._tokens)
+        if len(data) + 8 > capacity:
+            capacity = len(data) + 8
+            self._tokens = (llama_cpp.llama_token * capacity)()
+        count = llama_cpp.llama_tokenize(
+            self.vocab_handle, data, len(data), self._tokens, capacity, False, False
+        )
+        if count < 0:
+            raise RuntimeError(f"llama_tokenize needed {-count} tokens, buffer had {capacity}")
+        return self._tokens[:count]
+
+    def token_pieces(self) -> tuple[list[bytes], np.ndarray]:
+        """Every token's exact bytes, and a mask of tokens that never cover text."""
+        vocab = self.vocab_handle
+        buffer = ctypes.create_string_buffer(256)
+        to_piece = llama_cpp.llama_token_to_piece
+        get_attr = llama_cpp.llama_vocab_get_attr
+        pieces: list[bytes] = []
+        special = np.zeros(self.n_vocab, dtype=bool)
+        for token in range(self.n_vocab):
+            length = to_piece(vocab, token, buffer, 256, 0, False)
+            if length < 0:
+                large = ctypes.create_string_buffer(-length)
+                length = to_piece(vocab, token, large, -length, 0, False)
+                piece = large.raw[:length]
+            else:
+                piece = buffer.raw[:length]
+            pieces.append(piece)
+            if not piece or get_attr(vocab, token) & _NOT_TEXT:
+                special[token] = True
+        return pieces, special
+
+    def end_of_generation_ids(self, special: np.ndarray) -> list[int]:
+        """Tokens that end generation (EOS, EOT, ...); they are among the ``special`` ones."""
+        is_eog = llama_cpp.llama_vocab_is_eog
+        return [t for t in np.flatnonzero(special).tolist() if is_eog(self.vocab_handle, t)]

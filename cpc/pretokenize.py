@@ -1,0 +1,113 @@
+"""Where the text before the cursor stops being stable: the cl100k pre-tokenizer.
+
+Tokenizers with a pre-tokenizer regex (cl100k, GPT-2-style BPE) never let a
+token cross a regex chunk, so the chunks before the last one are tokenized
+the same however the user goes on typing. The last chunk -- the *unstable
+tail* -- is where the cursor may sit inside a token; it is what
+`cpc.candidates` has to cover. For tokenizers without such a regex
+(SentencePiece) the same split is a good heuristic, and re-encode validation
+with the model's own tokenizer keeps the candidates exact.
+
+    >>> split = split_tail("He introduced an intermediar")
+    >>> split.stable, split.tail
+    ('He introduced an', ' intermediar')
+
+The pattern is the one tiktoken's cl100k encoding carries (run with the
+`regex` module, which supports its possessive quantifiers).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+
+import regex
+
+from cpc.vocab import cl100k_encoding
+
+
+@cache
+def cl100k_pattern() -> regex.Pattern:
+    """The compiled cl100k pre-tokenizer regex, taken from tiktoken's encoding."""
+    return regex.compile(cl100k_encoding()._pat_str)
+
+
+def pretokens(text: str) -> list[str]:
+    """Split ``text`` into cl100k pre-token chunks.
+
+    >>> pretokens("def foo(x):  ")
+    ['def', ' foo', '(x', '):', '  ']
+    """
+    return cl100k_pattern().findall(text)
+
+
+@dataclass(frozen=True)
+class TailSplit:
+    """The text before the cursor, cut into a stable part and an unstable tail."""
+
+    text: str
+    start: int
+    """Character offset where the unstable tail starts."""
+    last_word: str
+    """The last pre-token chunk (the seed's "last word"); a suffix of ``tail``."""
+
+    @property
+    def stable(self) -> str:
+        return self.text[: self.start]
+
+    @property
+    def tail(self) -> str:
+        return self.text[self.start :]
+
+    @property
+    def byte_start(self) -> int:
+        """Byte offset (UTF-8) where the tail starts."""
+        return len(self.stable.encode("utf-8"))
+
+
+# Only the end of the text is ever unstable, so the regex runs on a window
+# that starts at a chunk boundary well before the end instead of on the
+# whole document.
+_WINDOW_CHARS = 256
+
+
+def split_tail(text: str) -> TailSplit:
+    """Split ``text`` at the start of its unstable tail.
+
+    The tail is the last pre-token chunk, widened leftwards over earlier
+    chunks that more typing could merge with it: a whitespace-only tail
+    absorbs the whitespace-only chunks before it (newline runs and
+    indentation re-chunk together as soon as more whitespace is typed).
+
+    >>> split_tail("x = 1234").tail
+    '4'
+    >>> split_tail("userNa").tail
+    'userNa'
+    """
+    window_start = _window_start(text)
+    chunks = pretokens(text[window_start:])
+    if not chunks:
+        return TailSplit(text=text, start=len(text), last_word="")
+    last = len(chunks) - 1
+    first = last
+    if chunks[last].isspace():
+        while first > 0 and chunks[first - 1].isspace():
+            first -= 1
+    start = len(text) - sum(len(chunk) for chunk in chunks[first:])
+    return TailSplit(text=text, start=start, last_word=chunks[last])
+
+
+def _window_start(text: str) -> int:
+    """A chunk boundary at least ``_WINDOW_CHARS`` before the end (or 0).
+
+    A newline between two letters/digits is a chunk of its own, so the
+    position after it is a boundary whatever the regex does around it.
+    """
+    limit = len(text) - _WINDOW_CHARS
+    if limit <= 0:
+        return 0
+    match = _ALNUM_NEWLINE_ALNUM.search(text, 0, limit)
+    return match.end() - 1 if match else 0
+
+
+_ALNUM_NEWLINE_ALNUM = regex.compile(r"(?r)[\p{L}\p{N}]\n[\p{L}\p{N}]")

@@ -1,0 +1,122 @@
+"""Encode adapters for re-encode validation: tiktoken or the model's own tokenizer.
+
+Re-encoding must always use the tokenizer of the model that scores, so
+validation goes through this one interface:
+
+    >>> tokenizer = TiktokenTokenizer()
+    >>> tokenizer.encode(b"userName")
+    [29941]
+    >>> ids = tokenizer.vocab.find(b"an") + tokenizer.vocab.find(b"ame")
+    >>> tokenizer.continues(b"userN", ids).tolist()  # "userName" is one token
+    [True, False]
+
+``continues(context, tokens)`` answers, for every candidate token ``t``,
+whether ``encode(context + t) == encode(context) + [t]`` -- the seed's
+validation rule, done on bytes (so tokens that end inside a UTF-8 character
+are judged on what they are, not on a U+FFFD stand-in).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+import regex
+
+from cpc.pretokenize import pretokens
+from cpc.vocab import Vocabulary, cl100k_encoding
+
+if TYPE_CHECKING:
+    import tiktoken
+
+    from cpc.gguf import GGUFModel
+
+
+class Tokenizer(ABC):
+    """Bytes -> token ids, plus the batched validation the candidate search needs."""
+
+    vocab: Vocabulary
+
+    @abstractmethod
+    def encode(self, data: bytes) -> list[int]:
+        """The canonical token ids of ``data`` (no BOS, special-token text kept as text)."""
+
+    def continues(self, context: bytes, token_ids: Sequence[int] | np.ndarray) -> np.ndarray:
+        """Boolean mask: which ``token_ids`` re-encode as ``encode(context) + [t]``."""
+        base = self.encode(context)
+        pieces = self.vocab.pieces
+        encode = self.encode
+        return np.fromiter(
+            (encode(context + pieces[t]) == [*base, t] for t in token_ids),
+            dtype=bool,
+            count=len(token_ids),
+        )
+
+
+# A chunk the cl100k regex matched as "optional lead character, then
+# letters". Appending letters only ever lengthens such a chunk (an apostrophe
+# lead is left out: "'l" + "l" becomes the contraction "'ll").
+_LETTER_CHUNK = regex.compile(r"[^\r\n\p{L}\p{N}']?\p{L}+")
+_LETTERS = regex.compile(r"\p{L}+")
+
+
+class TiktokenTokenizer(Tokenizer):
+    """cl100k (or another tiktoken encoding with the same regex) on raw bytes."""
+
+    def __init__(self, encoding: tiktoken.Encoding | None = None) -> None:
+        self.encoding = encoding or cl100k_encoding()
+        self.vocab = Vocabulary.from_cl100k()
+        self._core = self.encoding._core_bpe
+        self._all_letters = np.array(
+            [_is_letters(piece) for piece in self.vocab.pieces], dtype=bool
+        )
+
+    def encode(self, data: bytes) -> list[int]:
+        return self._core._encode_bytes(data)
+
+    def continues(self, context: bytes, token_ids: Sequence[int] | np.ndarray) -> np.ndarray:
+        """The seed's rule, with BPE run on the last regex chunk only.
+
+        When the context ends in a letter chunk (or is empty) and the
+        candidate is all letters, the regex keeps ``chunk + token`` in one
+        chunk, so one single-piece BPE call decides. Everything else takes the
+        general path through a full encode.
+        """
+        token_ids = np.asarray(token_ids, dtype=np.int64)
+        chunks = pretokens(context.decode("utf-8"))
+        last_chunk = chunks[-1] if chunks else ""
+        if last_chunk and not _LETTER_CHUNK.fullmatch(last_chunk):
+            return super().continues(context, token_ids)
+        fast = self._all_letters[token_ids]
+        result = np.zeros(len(token_ids), dtype=bool)
+        chunk = last_chunk.encode("utf-8")
+        single_piece = self._core.encode_single_piece
+        chunk_tokens = single_piece(chunk) if chunk else []
+        pieces = self.vocab.pieces
+        fast_ids = token_ids[fast]
+        result[fast] = [
+            single_piece(chunk + pieces[t]) == [*chunk_tokens, t] for t in fast_ids.tolist()
+        ]
+        if not fast.all():
+            result[~fast] = super().continues(context, token_ids[~fast])
+        return result
+
+
+class LlamaTokenizer(Tokenizer):
+    """The tokenizer inside a GGUF model, run by llama.cpp."""
+
+    def __init__(self, model: GGUFModel, vocab: Vocabulary | None = None) -> None:
+        self.model = model
+        self.vocab = vocab or Vocabulary.from_gguf(model)
+
+    def encode(self, data: bytes) -> list[int]:
+        return self.model.tokenize(data)
+
+
+def _is_letters(piece: bytes) -> bool:
+    try:
+        return _LETTERS.fullmatch(piece.decode("utf-8")) is not None
+    except UnicodeDecodeError:
+        return False

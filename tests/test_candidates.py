@@ -1,0 +1,172 @@
+"""Covering paths of the unstable tail: seed table, soundness, completeness."""
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+from cpc.candidates import CandidateFinder
+from cpc.pretokenize import split_tail
+from tests.strategies import code_text
+
+SEED_TABLE = {
+    "I bought some apple": [("I bought some appl", 474), ("I bought some app", 101), ("I bought some ap", 1), ("I bought some", 2)],
+    "https:": [("https", 324)],
+    "userNa": [("userN", 2170), ("user", 34), ("", 1)],
+    "We found a hidden causali": [("We found a hidden causal", 1748), ("We found a hidden caus", 17)],
+    "He introduced an intermediar": [("He introduced an intermedia", 52), ("He introduced an intermedi", 215), ("He introduced an", 1)],
+    "indivi": [("indiv", 1885), ("ind", 16), ("", 1)],
+}
+
+
+@pytest.mark.parametrize("text", list(SEED_TABLE))
+def test_seed_table_counts_position_by_position(cl100k_finder, text):
+    analysis = cl100k_finder.analyze(text)
+    assert [(p.prefix, p.count) for p in analysis.positions] == SEED_TABLE[text]
+
+
+def test_seed_examples_contain_the_words_they_are_about(cl100k_finder):
+    pieces = cl100k_finder.index.vocab.pieces
+
+    def tokens(text, prefix):
+        point = next(p for p in cl100k_finder.analyze(text).positions if p.prefix == prefix)
+        return {pieces[t] for t in point.token_ids}
+
+    assert tokens("I bought some apple", "I bought some") == {b" apple", b" apples"}
+    assert tokens("userNa", "") == {b"userName"}
+    assert b"://" in tokens("https:", "https")
+    assert tokens("He introduced an intermediar", "He introduced an") == {b" intermediary"}
+
+
+def test_multi_token_paths_end_inside_the_tail(cl100k_finder):
+    analysis = cl100k_finder.analyze("indivi")
+    pieces = cl100k_finder.index.vocab.pieces
+    paths = [tuple(pieces[t] for t in path) for path in analysis.paths()]
+    assert (b"ind", b"ivid") in paths
+    assert (b"ind", b"iv", b"iable") in paths
+    assert all(b"".join(path).startswith(b"indivi") for path in paths)
+
+
+def test_byte_level_validation_keeps_tokens_ending_inside_a_character(cl100k_finder):
+    """The seed decodes candidates with 'replace' before re-encoding, so a token
+    like b' \\xd0' (how every space-prefixed Cyrillic word starts) becomes
+    ' \\ufffd' and is rejected. On bytes it is a valid path."""
+    encoding = cl100k_finder.tokenizer.encoding
+    pieces = cl100k_finder.index.vocab.pieces
+    cyrillic_start = cl100k_finder.index.vocab.find(b" \xd0")[0]
+    point = next(p for p in cl100k_finder.analyze("x ").positions if p.prefix == "x")
+    assert cyrillic_start in point.token_ids.tolist()
+    seed_rule = encoding.encode_ordinary("x" + pieces[cyrillic_start].decode("utf-8", "replace"))
+    assert seed_rule != encoding.encode_ordinary("x") + [cyrillic_start]
+    assert " Да".encode().startswith(pieces[cyrillic_start])
+
+
+def test_stable_whitespace_is_taken_in_context(cl100k_finder):
+    """The seed re-encodes `before` alone, where the end-of-text rule `\\s++$`
+    merges ' \\t' into one chunk; in the real text it is ' ', '\\t'. A path
+    that the full re-encode confirms is kept here and lost by the seed rule."""
+    encoding = cl100k_finder.tokenizer.encoding
+    text = " \t(de"
+    analysis = cl100k_finder.analyze(text)
+    assert analysis.split.stable == " \t"
+    token = cl100k_finder.index.vocab.find(b"(def")[0]
+    assert token in next(p for p in analysis.positions if p.prefix == " \t").token_ids.tolist()
+    assert encoding.encode_ordinary(" \t(def") == encoding.encode_ordinary(" \t(") [:2] + [token]
+    assert encoding.encode_ordinary(" \t(def") != encoding.encode_ordinary(" \t") + [token]
+
+
+def test_narrowing_from_cache_equals_a_fresh_analysis(cl100k_finder):
+    warm = CandidateFinder(cl100k_finder.tokenizer, cl100k_finder.index)
+    for prefix in ["self.user", "self.userN", "self.userNa", "self.userNam"]:
+        warm.analyze(prefix)
+    fresh = CandidateFinder(cl100k_finder.tokenizer, cl100k_finder.index)
+    for text in ["self.userNa", "self.userNam"]:
+        expected = [(p.prefix, p.token_ids.tolist()) for p in fresh.analyze(text).positions]
+        assert [(p.prefix, p.token_ids.tolist()) for p in warm.analyze(text).positions] == expected
+
+
+def _stable_tokens_in_context(encoding, text: str, byte_start: int) -> list[int]:
+    """The tokens of the whole text that lie before the tail (a token boundary)."""
+    tokens = encoding.encode_ordinary(text)
+    position = 0
+    for count, token in enumerate(tokens):
+        if position == byte_start:
+            return tokens[:count]
+        position += len(encoding.decode_single_token_bytes(token))
+    assert position == byte_start, "the tail must start on a token boundary"
+    return tokens
+
+
+def _brute_force(finder, text: str) -> dict[str, set[int]]:
+    """Scan the whole vocabulary with full re-encodes of the whole text."""
+    encoding = finder.tokenizer.encoding
+    pieces = finder.index.vocab.pieces
+    special = finder.index.vocab.special
+    split = split_tail(text)
+    stable = _stable_tokens_in_context(encoding, text, split.byte_start)
+    found = {}
+    for offset in range(split.start, len(text)):
+        before, rest = text[:offset].encode(), text[offset:].encode()
+        tail_tokens = encoding._encode_bytes(before[split.byte_start :])
+        kept = {
+            t
+            for t in range(len(pieces))
+            if not special[t]
+            and pieces[t].startswith(rest)
+            and encoding._encode_bytes(before + pieces[t]) == [*stable, *tail_tokens, t]
+        }
+        if kept:
+            found[text[:offset]] = kept
+    return found
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(text=code_text)
+def test_no_candidate_lost_against_brute_force(cl100k_finder, text):
+    expected = _brute_force(cl100k_finder, text)
+    got = {p.prefix: set(p.token_ids.tolist()) for p in cl100k_finder.analyze(text).positions}
+    assert got == expected
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(text=code_text)
+def test_every_path_reencodes_and_covers_the_typed_text(cl100k_finder, text):
+    encoding = cl100k_finder.tokenizer.encoding
+    vocab = cl100k_finder.index.vocab
+    analysis = cl100k_finder.analyze(text)
+    stable = _stable_tokens_in_context(encoding, text, analysis.split.byte_start)
+    typed = text.encode()
+    for point in analysis.positions:
+        for token in point.token_ids.tolist():
+            before = point.prefix.encode()
+            assert encoding._encode_bytes(before + vocab.pieces[token]) == [*stable, *point.tail_tokens, token]
+            covered = vocab.decode([*stable, *point.tail_tokens, token])
+            assert covered.startswith(typed)
+
+
+MODEL_CASES = ["userNa", "He introduced an intermediar", "    def __ini", "x = 名前", "print('😀 hel", "return self.va"]
+
+
+@pytest.mark.parametrize("text", MODEL_CASES)
+def test_model_tokenizer_paths_reencode_with_the_models_own_tokenizer(model_finder, text):
+    """Both tokenizer families (Gemma SentencePiece, SmolLM2 byte-level BPE):
+    every path is confirmed by re-encoding the whole text before it, and the
+    whole vocabulary scanned by brute force finds no other token."""
+    tokenizer = model_finder.tokenizer
+    vocab = model_finder.index.vocab
+    analysis = model_finder.analyze(text)
+    got = {p.prefix: set(p.token_ids.tolist()) for p in analysis.positions}
+    assert got, f"no covering path for {text!r}"
+    start = analysis.split.byte_start
+    for offset in range(analysis.split.start, len(text)):
+        before, rest = text[:offset].encode(), text[offset:].encode()
+        base = tokenizer.encode(before[start:])
+        brute = {
+            t
+            for t, piece in enumerate(vocab.pieces)
+            if piece.startswith(rest) and not vocab.special[t] and tokenizer.encode(before[start:] + piece) == [*base, t]
+        }
+        assert got.get(text[:offset], set()) == brute
+    for point in analysis.positions:
+        for token in point.token_ids.tolist()[:50]:
+            full = tokenizer.encode(point.prefix.encode() + vocab.pieces[token])
+            assert full[-1] == token
+            assert vocab.decode(full).startswith(text.encode())
