@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from cpc.index import PrefixIndex
-from cpc.pretokenize import TailSplit, split_tail
+from cpc.pretokenize import TailSplit, cl100k_pattern, split_tail
 from cpc.tokenizer import TiktokenTokenizer, Tokenizer
 
 
@@ -81,6 +81,7 @@ class CandidateFinder:
     def __init__(self, tokenizer: Tokenizer, index: PrefixIndex | None = None, cache_size: int = 512):
         self.tokenizer = tokenizer
         self.index = index or PrefixIndex(tokenizer.vocab)
+        cl100k_pattern()  # loads tiktoken's cl100k file once, here rather than in the first analysis
         self._cache: OrderedDict[bytes, _ContextEntry] = OrderedDict()
         self._cache_size = cache_size
 
