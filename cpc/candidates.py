@@ -95,10 +95,12 @@ class CandidateFinder:
         split = split_tail(text)
         positions = []
         for offset in range(len(text) - 1, split.start - 1, -1):
-            context = text[split.start : offset].encode("utf-8")
             rest = text[offset:].encode("utf-8")
-            entry = self._entry(context)
-            token_ids = entry.valid(rest, self.index, self.tokenizer)
+            lo, hi = self.index.range_starting_with(rest)
+            if lo == hi:
+                continue
+            entry = self._entry(text[split.start : offset].encode("utf-8"))
+            token_ids = entry.valid(rest, lo, hi, self.index, self.tokenizer)
             if len(token_ids):
                 positions.append(
                     SplitPoint(
@@ -135,8 +137,8 @@ class _ContextEntry:
         self.tokens = tokens
         self._by_rest: dict[bytes, np.ndarray] = {}  # rest -> sorted valid positions
 
-    def valid(self, rest: bytes, index: PrefixIndex, tokenizer: Tokenizer) -> np.ndarray:
-        lo, hi = index.range_starting_with(rest)
+    def valid(self, rest: bytes, lo: int, hi: int, index: PrefixIndex, tokenizer: Tokenizer) -> np.ndarray:
+        """Valid token ids starting with ``rest``, whose index range is ``[lo, hi)``."""
         positions = self._by_rest.get(rest)
         if positions is None:
             positions = self._narrowed(rest, lo, hi)
