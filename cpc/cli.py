@@ -16,6 +16,7 @@ from collections.abc import Sequence
 
 from cpc.candidates import Analysis, CandidateFinder
 from cpc.models import ModelError
+from cpc.tokenizer import LlamaTokenizer, TiktokenTokenizer, Tokenizer
 
 _SHOWN_TOKENS = 10
 
@@ -40,14 +41,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
 
 
-def build_finder(model: str | None) -> CandidateFinder:
-    """A candidate finder over cl100k (``model`` None) or a GGUF model's tokenizer."""
-    if model is None:
-        return CandidateFinder.for_cl100k()
+def load_tokenizer(model: str | None) -> Tokenizer:
+    """cl100k (``model`` None or ``"cl100k"``) or a GGUF model's own tokenizer."""
+    if model is None or model == "cl100k":
+        return TiktokenTokenizer()
     from cpc.gguf import GGUFModel
-    from cpc.tokenizer import LlamaTokenizer
 
-    return CandidateFinder(LlamaTokenizer(GGUFModel.open(model, vocab_only=True)))
+    return LlamaTokenizer(GGUFModel.open(model, vocab_only=True))
+
+
+def build_finder(model: str | None) -> CandidateFinder:
+    """A candidate finder over the tokenizer `load_tokenizer` picks."""
+    return CandidateFinder(load_tokenizer(model))
 
 
 def _analyze(args: argparse.Namespace) -> int:

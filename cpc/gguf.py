@@ -29,8 +29,6 @@ _NOT_TEXT = (
     | llama_cpp.LLAMA_TOKEN_ATTR_UNKNOWN
     | llama_cpp.LLAMA_TOKEN_ATTR_UNUSED
 )
-
-
 _GGML_LOG_LEVEL_ERROR = 4
 
 
@@ -50,10 +48,9 @@ def _LOG_CALLBACK(level: int, text: bytes, user_data: ctypes.c_void_p) -> None:
 class GGUFModel:
     """A loaded GGUF model: its vocabulary handle and (unless vocab-only) weights."""
 
-    def __init__(self, path: Path, handle: llama_cpp.llama_model_p, vocab_only: bool):
+    def __init__(self, path: Path, handle: llama_cpp.llama_model_p):
         self.path = path
         self.handle = handle
-        self.vocab_only = vocab_only
         self.vocab_handle = llama_cpp.llama_model_get_vocab(handle)
         self.n_vocab = llama_cpp.llama_vocab_n_tokens(self.vocab_handle)
         self._tokens = (llama_cpp.llama_token * 4096)()
@@ -83,7 +80,7 @@ class GGUFModel:
                 f"llama.cpp could not load {path}: the file is corrupt or of an unsupported "
                 "architecture -- replace it or point --model at another GGUF file"
             )
-        return cls(path, handle, vocab_only)
+        return cls(path, handle)
 
     def __del__(self) -> None:
         handle = getattr(self, "handle", None)

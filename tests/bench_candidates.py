@@ -27,8 +27,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from cpc.candidates import CandidateFinder  # noqa: E402
+from cpc.cli import load_tokenizer  # noqa: E402
 from cpc.index import PrefixIndex  # noqa: E402
-from cpc.tokenizer import LlamaTokenizer, TiktokenTokenizer, Tokenizer  # noqa: E402
 
 CASES = [
     "I bought some apple",
@@ -46,20 +46,10 @@ def _ms(start: float) -> float:
     return (time.perf_counter() - start) * 1000
 
 
-def load_tokenizer(name: str) -> tuple[Tokenizer, float]:
-    """The tokenizer (with its vocabulary) and the ms it took to render the vocabulary."""
-    started = time.perf_counter()
-    if name == "cl100k":
-        tokenizer: Tokenizer = TiktokenTokenizer()
-    else:
-        from cpc.gguf import GGUFModel
-
-        tokenizer = LlamaTokenizer(GGUFModel.open(name, vocab_only=True))
-    return tokenizer, _ms(started)
-
-
 def bench_vocabulary(name: str, repeat: int) -> dict:
-    tokenizer, vocab_ms = load_tokenizer(name)
+    started = time.perf_counter()
+    tokenizer = load_tokenizer(name)
+    vocab_ms = _ms(started)
     builds = []
     for _ in range(repeat):
         started = time.perf_counter()
