@@ -90,16 +90,21 @@ class CandidateFinder:
         """A finder over tiktoken's cl100k vocabulary and tokenizer."""
         return cls(TiktokenTokenizer())
 
-    def analyze(self, text: str) -> Analysis:
-        """Split ``text`` (everything before the cursor) and cover its tail."""
+    def analyze(self, text: str, start: int | None = None) -> Analysis:
+        """Split ``text`` (everything before the cursor) and cover its tail.
+
+        ``start`` moves the tail's start to an earlier character offset,
+        e.g. to where the model's own tokens of the stable part end.
+        """
         split = split_tail(text)
+        start = split.start if start is None else start
         positions = []
-        for offset in range(len(text) - 1, split.start - 1, -1):
+        for offset in range(len(text) - 1, start - 1, -1):
             rest = text[offset:].encode("utf-8")
             lo, hi = self.index.range_starting_with(rest)
             if lo == hi:
                 continue
-            entry = self._entry(text[split.start : offset].encode("utf-8"))
+            entry = self._entry(text[start:offset].encode("utf-8"))
             token_ids = entry.valid(rest, lo, hi, self.index, self.tokenizer)
             if len(token_ids):
                 positions.append(

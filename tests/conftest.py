@@ -33,3 +33,11 @@ def gemma_tokenizer() -> LlamaTokenizer:
 @pytest.fixture(scope="session")
 def smollm2_tokenizer() -> LlamaTokenizer:
     return LlamaTokenizer(GGUFModel.open("smollm2", vocab_only=True))
+
+
+@pytest.fixture(scope="session", params=MODEL_NAMES)
+def engine(request):
+    """Each test model, loaded with weights, with every stage wired to it."""
+    from cpc.engine import Engine
+
+    return Engine.load(request.param)

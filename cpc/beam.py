@@ -1,0 +1,421 @@
+"""Seed 000 at byte level: the token-to-byte beam that scores covering paths.
+
+A model over tokens becomes a model over bytes by summing over the
+tokenizations of the bytes read so far. Each *candidate* is one way of
+covering them: committed tokens, plus the bytes read into the token still
+open. Its weight is the probability that the model produces the committed
+tokens and then some token that starts with the open bytes, so the byte
+prefix's probability is the sum of the weights (Vieira et al. 2024, "From
+Language Models over Tokens to Language Models over Characters").
+
+- A `Snapshot` is the model's next-token distribution after one token
+  prefix, laid out in the prefix index's byte order with prefix sums: the
+  mass of a trie node (every token starting with some bytes) is
+  ``cumsum[hi] - cumsum[lo]``. One numpy pass per model call, no DFS.
+- `ByteBeam.advance` (the paper's ``enum_cover``) reads one byte: each
+  candidate narrows its open token (*stay*), and candidates whose open bytes
+  are a whole token may commit it and open the next one (*extend*).
+  Extensions are pruned on their upper bound before their snapshot exists;
+  the survivors of a step are materialised together, in one batched model
+  call.
+- `prune` (``prune_top_K_buckets``): top-K above a threshold relative to the
+  best weight.
+- `ByteBeam.next_byte_logprobs` (``next_char_probability``): the next byte,
+  or the end of the text (EOS), marginalised over the beam.
+- Healing: when no candidate can read a byte (pruning dropped the path that
+  could), the last bytes are read again from an earlier beam, wider and
+  without the threshold.
+
+Byte level means a token may end inside a UTF-8 character; nothing here
+decodes text. Snapshots are cached per token prefix and beams per byte
+prefix, so reading one more byte after a cached prefix costs one step.
+
+    >>> from cpc.engine import Engine
+    >>> engine = Engine.load("smollm2")
+    >>> beam = engine.beam.read(engine.lm.bos, b"def main(")
+    >>> round(beam.logprob, 2) < 0, len(beam.candidates) > 0
+    (True, True)
+"""
+
+from __future__ import annotations
+
+import math
+from collections import OrderedDict, deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from cpc.index import PrefixIndex
+from cpc.lm import LanguageModel, State
+
+EOS = 256
+"""Index of end-of-text in a next-byte distribution (bytes are 0..255)."""
+
+CommitFilter = Callable[[State, bytes], bool]
+"""``allows(tokens, covered)``: may the tokens read since the start (the last
+one just committed) cover exactly the bytes ``covered``?"""
+
+_DIRECT_SUM = 256  # ranges this small are summed directly: exact even for tiny masses
+
+
+class Snapshot:
+    """The model's next-token distribution after ``tokens``, in index order.
+
+    Only text tokens and end-of-text are kept: control tokens that never
+    produce bytes are dropped and the rest renormalised, so the byte model
+    is a proper distribution. Two float64 arrays, no per-token objects.
+    """
+
+    __slots__ = ("tokens", "probs", "cumsum", "eos")
+
+    def __init__(self, tokens: State, logprobs: np.ndarray, index: PrefixIndex, eos_ids: np.ndarray):
+        row = np.asarray(logprobs, dtype=np.float64)
+        text = row[index.order]
+        eos = row[eos_ids]
+        top = max(text.max(), eos.max()) if len(eos) else text.max()
+        probs = np.exp(text - top)
+        eos_mass = float(np.exp(eos - top).sum())
+        total = probs.sum() + eos_mass
+        probs /= total
+        self.tokens = tokens
+        self.probs = probs
+        """``probs[k]``: probability of the token at sorted position ``k``."""
+        self.cumsum = np.concatenate(([0.0], np.cumsum(probs)))
+        self.eos = eos_mass / total
+        """Probability that the text ends here."""
+
+    def mass(self, lo: int, hi: int) -> float:
+        """Probability that the next token lies in sorted positions ``[lo, hi)``."""
+        if hi - lo <= _DIRECT_SUM:
+            return float(self.probs[lo:hi].sum())
+        return float(self.cumsum[hi] - self.cumsum[lo])
+
+    def masses(self, bounds: np.ndarray) -> np.ndarray:
+        """Masses of the consecutive ranges ``[bounds[k], bounds[k + 1])``."""
+        return self.cumsum[bounds[1:]] - self.cumsum[bounds[:-1]]
+
+    @property
+    def nbytes(self) -> int:
+        return self.probs.nbytes + self.cumsum.nbytes
+
+
+class SnapshotCache:
+    """Snapshots per token prefix, fetched from the model in batches, kept LRU."""
+
+    def __init__(self, lm: LanguageModel, index: PrefixIndex, budget_bytes: int = 256 << 20):
+        self.lm = lm
+        self.index = index
+        self._eos_ids = np.asarray(sorted(lm.vocab.eos_ids), dtype=np.int64)
+        per_snapshot = (2 * len(index) + 1) * 8
+        self.capacity = max(8, budget_bytes // per_snapshot)
+        self._cache: OrderedDict[State, Snapshot] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._cache)
+
+    def get(self, tokens: State) -> Snapshot:
+        return self.get_many([tokens])[0]
+
+    def get_many(self, states: Sequence[State]) -> list[Snapshot]:
+        """Snapshots for every state; the missing ones come from one model call."""
+        missing = list(dict.fromkeys(s for s in states if s not in self._cache))
+        if missing:
+            rows = self.lm.next_logprobs(missing)
+            for state, row in zip(missing, rows):
+                self._cache[state] = Snapshot(state, row, self.index, self._eos_ids)
+        found = []
+        for state in states:
+            self._cache.move_to_end(state)
+            found.append(self._cache[state])
+        while len(self._cache) > self.capacity:
+            self._cache.popitem(last=False)
+        return found
+
+    def clear(self) -> None:
+        self._cache.clear()
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """One covering of the bytes read: committed tokens plus an open token."""
+
+    snapshot: Snapshot
+    """The model after the committed tokens (``snapshot.tokens``)."""
+    open: bytes
+    """Bytes read into the token still open."""
+    lo: int
+    hi: int
+    """Sorted positions of the tokens that start with ``open``."""
+    log_committed: float
+    """``log P(committed tokens)``, from the beam's start."""
+    logweight: float
+    """``log_committed + log mass(lo, hi)``."""
+    pinned: bool = False
+    """On the path that `ByteBeam.read` was asked never to prune."""
+
+    @property
+    def tokens(self) -> State:
+        return self.snapshot.tokens
+
+
+@dataclass(frozen=True, eq=False)
+class Beam:
+    """The candidates after reading ``data`` from the token prefix ``start``."""
+
+    start: State
+    data: bytes
+    candidates: tuple[Candidate, ...]
+    logprob: float
+    """``log P(the text starts with data | start)`` as the beam estimates it."""
+    healed: int = 0
+    """Steps on the way here that needed healing."""
+
+    @property
+    def pinned(self) -> Candidate | None:
+        """The candidate on the pinned path, if `ByteBeam.read` was given one."""
+        return next((c for c in self.candidates if c.pinned), None)
+
+
+@dataclass
+class BeamStats:
+    steps: int = 0
+    materialised: int = 0
+    """Extensions whose snapshot was requested (cached or not)."""
+    pruned: int = 0
+    healed: int = 0
+    cache_hits: int = 0
+    """`ByteBeam.read` calls that resumed from a cached beam."""
+
+
+@dataclass(eq=False)
+class ByteBeam:
+    """Reads bytes through a token model (seed 000, at byte level)."""
+
+    lm: LanguageModel
+    index: PrefixIndex
+    width: int = 16
+    """K: the most candidates kept after a step."""
+    threshold: float = 1e-6
+    """Candidates below ``threshold`` times the best weight are dropped."""
+    snapshot_budget: int = 256 << 20
+    beam_cache_size: int = 256
+    snapshots: SnapshotCache = field(init=False)
+    stats: BeamStats = field(default_factory=BeamStats)
+
+    def __post_init__(self) -> None:
+        self.snapshots = SnapshotCache(self.lm, self.index, self.snapshot_budget)
+        self._beams: OrderedDict[tuple, Beam] = OrderedDict()
+
+    def start(self, tokens: Sequence[int]) -> Beam:
+        """The beam before any byte: one candidate with every token open."""
+        tokens = tuple(tokens)
+        snapshot = self.snapshots.get(tokens)
+        everything = math.log(snapshot.mass(0, len(self.index)))
+        root = Candidate(snapshot, b"", 0, len(self.index), 0.0, everything)
+        return Beam(start=tokens, data=b"", candidates=(root,), logprob=0.0)
+
+    def read(
+        self,
+        start: Sequence[int],
+        data: bytes,
+        *,
+        allows: CommitFilter | None = None,
+        pin: Sequence[int] | None = None,
+    ) -> Beam:
+        """The beam after reading ``data`` from the token prefix ``start``.
+
+        Resumes from the longest cached beam of a prefix of ``data`` (one
+        more typed character costs one step). ``allows`` restricts which
+        tokens may be committed; ``pin`` is a token path (from ``start``)
+        that pruning must keep, e.g. the canonical tokenization, so that the
+        result can never fall below that path's probability.
+        """
+        start = tuple(start)
+        beam = self._cached(start, data, allows) if pin is None else None
+        if beam is None:
+            beam = self.start(start)
+            if pin is not None:
+                root = beam.candidates[0]
+                beam = Beam(start, b"", (replace(root, pinned=True),), 0.0)
+        pin = tuple(pin) if pin is not None else None
+        history: deque[Beam] = deque([beam], maxlen=self.index.max_piece_len + 1)
+        for byte in data[len(beam.data) :]:
+            beam = self.advance(beam, byte, allows=allows, pin=pin)
+            if not beam.candidates:
+                beam = self._heal(history, data[: len(history[-1].data) + 1], allows, pin)
+                if not beam.candidates:
+                    return beam
+            history.append(beam)
+        if pin is None:
+            self._store(beam, allows)
+        return beam
+
+    def advance(
+        self,
+        beam: Beam,
+        byte: int,
+        *,
+        allows: CommitFilter | None = None,
+        pin: State | None = None,
+        width: int | None = None,
+        threshold: float | None = None,
+    ) -> Beam:
+        """Read one byte: stay in the open token, or commit it and open the next."""
+        self.stats.steps += 1
+        width = width or self.width
+        threshold = self.threshold if threshold is None else threshold
+        log_threshold = math.log(threshold) if threshold > 0 else -math.inf
+        index = self.index
+        order = index.order
+        start_length = len(beam.start)
+        covered = beam.data
+        stays: list[Candidate] = []
+        extensions: list[tuple[float, Candidate, int, bool]] = []
+        for candidate in beam.candidates:
+            node = index.node(candidate.open)
+            child = node.child(byte)
+            committed = candidate.tokens[start_length:]
+            if child is not None:
+                mass = candidate.snapshot.mass(*child)
+                if mass > 0:
+                    opened = candidate.open + bytes([byte])
+                    stays.append(
+                        Candidate(
+                            candidate.snapshot,
+                            opened,
+                            child[0],
+                            child[1],
+                            candidate.log_committed,
+                            candidate.log_committed + math.log(mass),
+                            candidate.pinned and self._pin_opens(pin, committed, opened),
+                        )
+                    )
+            if not candidate.open:
+                continue
+            for position in range(node.lo, node.exact_end):
+                probability = candidate.snapshot.probs[position]
+                token = int(order[position])
+                if probability <= 0 or (allows is not None and not allows((*committed, token), covered)):
+                    continue
+                pinned = candidate.pinned and len(committed) < len(pin) and pin[len(committed)] == token
+                bound = candidate.log_committed + math.log(probability)
+                extensions.append((bound, candidate, token, pinned))
+        # Extensions compete on their upper bound (the whole next token open)
+        # before any of them costs a model call.
+        weights = [c.logweight for c in stays] + [e[0] for e in extensions]
+        pinned = [c.pinned for c in stays] + [e[3] for e in extensions]
+        keep = _prune(weights, pinned, width, log_threshold)
+        self.stats.pruned += len(weights) - len(keep)
+        kept_stays = [stays[k] for k in keep if k < len(stays)]
+        kept_extensions = [extensions[k - len(stays)] for k in keep if k >= len(stays)]
+        self.stats.materialised += len(kept_extensions)
+        snapshots = self.snapshots.get_many([(*c.tokens, token) for _, c, token, _ in kept_extensions])
+        root = index.node(b"")
+        opened = []
+        child = root.child(byte)
+        for (bound, _, _, is_pinned), snapshot in zip(kept_extensions, snapshots):
+            mass = snapshot.mass(*child) if child is not None else 0.0
+            if mass > 0:
+                opened.append(
+                    Candidate(snapshot, bytes([byte]), child[0], child[1], bound, bound + math.log(mass), is_pinned)
+                )
+        candidates = kept_stays + opened
+        keep = _prune([c.logweight for c in candidates], [c.pinned for c in candidates], width, log_threshold)
+        candidates = [candidates[k] for k in keep]
+        logprob = logsumexp([c.logweight for c in candidates])
+        return Beam(beam.start, covered + bytes([byte]), tuple(candidates), logprob, beam.healed)
+
+    def next_byte_logprobs(self, beam: Beam, *, allows: CommitFilter | None = None) -> np.ndarray:
+        """``log P(next byte | data)`` for bytes 0..255, and end of text at `EOS`.
+
+        Candidates whose open bytes are a whole token also commit it and
+        contribute the first bytes of the token after (and its EOS); those
+        snapshots are fetched in one batched call.
+        """
+        if not beam.candidates:
+            raise ValueError("the beam is empty: the text has probability zero under the model")
+        top = max(c.logweight for c in beam.candidates)
+        total = np.zeros(EOS + 1)
+        index = self.index
+        start_length = len(beam.start)
+        commits: list[tuple[float, Candidate, int]] = []
+        for candidate in beam.candidates:
+            node = index.node(candidate.open)
+            scale = math.exp(candidate.log_committed - top)
+            total[node.child_bytes] += scale * candidate.snapshot.masses(node.bounds)
+            if not candidate.open:
+                total[EOS] += scale * candidate.snapshot.eos
+                continue
+            committed = candidate.tokens[start_length:]
+            for position in range(node.lo, node.exact_end):
+                probability = candidate.snapshot.probs[position]
+                token = int(index.order[position])
+                if probability > 0 and (allows is None or allows((*committed, token), beam.data)):
+                    commits.append((scale * probability, candidate, token))
+        snapshots = self.snapshots.get_many([(*c.tokens, token) for _, c, token in commits])
+        root = index.node(b"")
+        for (weight, _, _), snapshot in zip(commits, snapshots):
+            total[root.child_bytes] += weight * snapshot.masses(root.bounds)
+            total[EOS] += weight * snapshot.eos
+        with np.errstate(divide="ignore"):
+            return np.log(total) - math.log(total.sum())
+
+    def _pin_opens(self, pin: State, committed: State, opened: bytes) -> bool:
+        """Whether the pinned path's next token starts with ``opened``."""
+        return len(committed) < len(pin) and self.lm.vocab.pieces[pin[len(committed)]].startswith(opened)
+
+    def clear(self) -> None:
+        """Drop cached beams and snapshots."""
+        self._beams.clear()
+        self.snapshots.clear()
+
+    def _heal(self, history: deque[Beam], data: bytes, allows: CommitFilter | None, pin: State | None) -> Beam:
+        """Read the bytes up to the failed one again from earlier beams, wider and unthresholded."""
+        self.stats.healed += 1
+        # Beams resumed from the cache have a short history: the start beam is the last resort.
+        for base in [*reversed(history), self.start(history[0].start)]:
+            beam = base
+            for byte in data[len(base.data) :]:
+                beam = self.advance(beam, byte, allows=allows, pin=pin, width=4 * self.width, threshold=0)
+                if not beam.candidates:
+                    break
+            if beam.candidates:
+                return Beam(beam.start, beam.data, beam.candidates, beam.logprob, beam.healed + 1)
+        return Beam(history[-1].start, data, (), -math.inf, history[-1].healed + 1)
+
+    def _cached(self, start: State, data: bytes, allows: CommitFilter | None) -> Beam | None:
+        root = self.snapshots.get(start)
+        for length in range(len(data), max(-1, len(data) - 2 * self.index.max_piece_len), -1):
+            beam = self._beams.get((root, allows, data[:length]))
+            if beam is not None:
+                self._beams.move_to_end((root, allows, data[:length]))
+                self.stats.cache_hits += 1
+                return beam
+        return None
+
+    def _store(self, beam: Beam, allows: CommitFilter | None) -> None:
+        key = (self.snapshots.get(beam.start), allows, beam.data)
+        self._beams[key] = beam
+        while len(self._beams) > self.beam_cache_size:
+            self._beams.popitem(last=False)
+
+
+def _prune(weights: list[float], pinned: list[bool], width: int, log_threshold: float) -> list[int]:
+    """Indices to keep: the best ``width`` above ``best + log_threshold``, plus pinned ones."""
+    if not weights:
+        return []
+    best = max(weights)
+    ranked = sorted(range(len(weights)), key=weights.__getitem__, reverse=True)
+    keep = [k for k in ranked[:width] if weights[k] >= best + log_threshold]
+    keep.extend(k for k in ranked[width:] if pinned[k])
+    keep.extend(k for k in ranked[:width] if pinned[k] and weights[k] < best + log_threshold)
+    return keep
+
+
+def logsumexp(values: list[float]) -> float:
+    """``log(sum(exp(values)))``, -inf for no values."""
+    if not values:
+        return -math.inf
+    top = max(values)
+    return top + math.log(sum(math.exp(v - top) for v in values))

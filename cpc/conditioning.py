@@ -1,0 +1,204 @@
+"""Character prefix conditioning: the weighted covering paths of the text before the cursor.
+
+This is the engine's answer to "what may come after exactly these typed
+characters", the input generation works from:
+
+1. The model's own tokens of the stable part form the *prompt*. They are
+   taken from the canonical tokenization of the whole text (tokenized in
+   context), up to the last token boundary at or before the unstable tail
+   that `cpc.pretokenize` isolates.
+2. `cpc.candidates` lists the re-encode-validated covering paths of the rest
+   (the *tail*): canonical tokens of the tail up to a split point, then one
+   token that crosses or ends at the cursor.
+3. The byte beam reads the tail from the prompt, committing only canonical
+   tokens, and weighs each path: ``P(tail tokens | prompt) * P(last token |
+   ...)``. Every snapshot the beam can need is fetched first, in one batched
+   model call.
+
+    >>> from cpc.engine import Engine
+    >>> engine = Engine.load("smollm2")
+    >>> result = engine.conditioner.condition("import numpy as np\\nx = np.zer")
+    >>> engine.vocab.decode(result.paths[0].tokens[len(result.prompt):])
+    b' np.zeros'
+    >>> chr(int(result.next_byte.argmax()))
+    'o'
+"""
+
+from __future__ import annotations
+
+import math
+from collections import OrderedDict
+from dataclasses import dataclass
+
+import numpy as np
+
+from cpc.beam import EOS, Beam, ByteBeam, logsumexp
+from cpc.candidates import Analysis, CandidateFinder
+from cpc.lm import State
+from cpc.pretokenize import split_tail
+from cpc.tokenizer import Tokenizer
+
+_PREFETCH_LIMIT = 48  # canonical tail states fetched up front; the beam fetches any others itself
+_PROMPT_BLOCK = 256  # a long prompt is cut in blocks, so it stays the same while the user types
+
+
+@dataclass(frozen=True)
+class CoveringPath:
+    """One tokenization of the tail: the state to continue generating from."""
+
+    tokens: State
+    """Prompt, canonical tail tokens, then the token that crosses or ends at the cursor."""
+    logprob: float
+    """``log P(tokens after the prompt | prompt)``."""
+    overhang: bytes
+    """What the last token adds after the cursor (empty when it ends there)."""
+
+
+@dataclass(frozen=True, eq=False)
+class Conditioning:
+    """The covering paths of one text before the cursor, best first."""
+
+    text: str
+    prompt: State
+    """BOS and the model's tokens of the stable part, shared by every path."""
+    tail: bytes
+    """The bytes after the prompt, up to the cursor."""
+    paths: list[CoveringPath]
+    logprob: float
+    """``log P(tail | prompt)`` summed over all validated paths in the beam."""
+    next_byte: np.ndarray
+    """``log P(next byte | text)`` for bytes 0..255 and end of text (index 256)."""
+    analysis: Analysis
+    beam: Beam
+
+
+class Conditioner:
+    """Turns the text before the cursor into weighted covering paths."""
+
+    def __init__(
+        self,
+        tokenizer: Tokenizer,
+        finder: CandidateFinder,
+        beam: ByteBeam,
+        *,
+        max_prompt_tokens: int = 3584,
+        max_paths: int = 64,
+    ) -> None:
+        self.tokenizer = tokenizer
+        self.finder = finder
+        self.beam = beam
+        self.max_prompt_tokens = max_prompt_tokens
+        self.max_paths = max_paths
+        self._canonical_cache: OrderedDict[bytes, tuple[int, ...]] = OrderedDict()
+
+    def condition(self, text: str) -> Conditioning:
+        """The covering paths of ``text`` (everything before the cursor), weighed by the model."""
+        data = text.encode("utf-8")
+        prompt, anchor = self._prompt(text, data)
+        tail = data[anchor:]
+        analysis = self.finder.analyze(text, start=len(data[:anchor].decode("utf-8")))
+        lm_start = self.beam.lm.bos + prompt
+        self._prefetch(lm_start, tail)
+        beam = self.beam.read(lm_start, tail, allows=self.allows)
+        paths = self._paths(beam, analysis, data, anchor) if tail else [CoveringPath(lm_start, 0.0, b"")]
+        logprob = logsumexp([p.logprob for p in paths])
+        next_byte = self._next_byte(paths, logprob)
+        return Conditioning(
+            text=text,
+            prompt=lm_start,
+            tail=tail,
+            paths=paths[: self.max_paths],
+            logprob=logprob,
+            next_byte=next_byte,
+            analysis=analysis,
+            beam=beam,
+        )
+
+    def allows(self, tokens: State, covered: bytes) -> bool:
+        """The beam's commit filter: committed tail tokens must be the canonical tokens of what they cover."""
+        return self._canonical(covered) == tokens
+
+    def _canonical(self, data: bytes) -> tuple[int, ...]:
+        tokens = self._canonical_cache.get(data)
+        if tokens is None:
+            tokens = self._canonical_cache[data] = tuple(self.tokenizer.encode(data))
+            if len(self._canonical_cache) > 4096:
+                self._canonical_cache.popitem(last=False)
+        return tokens
+
+    def _prompt(self, text: str, data: bytes) -> tuple[State, int]:
+        """The stable part's tokens (in context) and the byte offset where they end."""
+        tail_start = len(text[: split_tail(text).start].encode("utf-8"))
+        pieces = self.tokenizer.vocab.pieces
+        tokens = self.tokenizer.encode(data)
+        end = 0
+        count = 0
+        for token in tokens:
+            length = len(pieces[token])
+            if end + length > tail_start:
+                break
+            end += length
+            count += 1
+        # The tail must start on a character boundary (byte-level tokens may not).
+        while count and _is_continuation(data, end):
+            count -= 1
+            end -= len(pieces[tokens[count]])
+        stable = tuple(tokens[:count])
+        excess = len(stable) - self.max_prompt_tokens
+        if excess > 0:
+            dropped = -(-excess // _PROMPT_BLOCK) * _PROMPT_BLOCK
+            stable = stable[dropped:]
+        return stable, end
+
+    def _prefetch(self, start: State, tail: bytes) -> None:
+        """Fetch every snapshot the beam can need in one batched call (the canonical tail states)."""
+        states = [start]
+        text = tail.decode("utf-8", "ignore")
+        ends = {len(text[:k].encode("utf-8")) for k in range(1, len(text) + 1)}
+        for end in sorted(ends)[-_PREFETCH_LIMIT:]:
+            states.append(start + self._canonical(tail[:end]))
+        self.beam.snapshots.get_many(states)
+
+    def _paths(self, beam: Beam, analysis: Analysis, data: bytes, anchor: int) -> list[CoveringPath]:
+        """Each beam candidate's validated last tokens, with their path probability."""
+        points = {len(point.prefix.encode("utf-8")) - anchor: point for point in analysis.positions}
+        position = self.beam.index.position
+        pieces = self.tokenizer.vocab.pieces
+        tail_length = len(data) - anchor
+        start_length = len(beam.start)
+        paths = []
+        for candidate in beam.candidates:
+            point = points.get(tail_length - len(candidate.open))
+            if point is None or point.tail_tokens != candidate.tokens[start_length:]:
+                continue
+            probs = candidate.snapshot.probs[position[point.token_ids]]
+            for token, probability in zip(point.token_ids.tolist(), probs.tolist()):
+                if probability > 0:
+                    paths.append(
+                        CoveringPath(
+                            tokens=(*candidate.tokens, token),
+                            logprob=candidate.log_committed + math.log(probability),
+                            overhang=pieces[token][len(candidate.open) :],
+                        )
+                    )
+        paths.sort(key=lambda path: path.logprob, reverse=True)
+        return paths
+
+    def _next_byte(self, paths: list[CoveringPath], logprob: float) -> np.ndarray:
+        """Next byte (or EOS) after the cursor, marginalised over the paths."""
+        total = np.zeros(EOS + 1)
+        ending = [path for path in paths if not path.overhang]
+        for path in paths:
+            if path.overhang:
+                total[path.overhang[0]] += math.exp(path.logprob - logprob)
+        root = self.beam.index.node(b"")
+        for path, snapshot in zip(ending, self.beam.snapshots.get_many([p.tokens for p in ending])):
+            weight = math.exp(path.logprob - logprob)
+            total[root.child_bytes] += weight * snapshot.masses(root.bounds)
+            total[EOS] += weight * snapshot.eos
+        with np.errstate(divide="ignore"):
+            return np.log(total) - math.log(total.sum())
+
+
+def _is_continuation(data: bytes, offset: int) -> bool:
+    return offset < len(data) and data[offset] & 0xC0 == 0x80
