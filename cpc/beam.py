@@ -194,9 +194,9 @@ class ByteBeam:
 
     lm: LanguageModel
     index: PrefixIndex
-    width: int = 16
+    width: int = 8
     """K: the most candidates kept after a step."""
-    threshold: float = 1e-6
+    threshold: float = 1e-3
     """Candidates below ``threshold`` times the best weight are dropped."""
     snapshot_budget: int = 256 << 20
     beam_cache_size: int = 256
@@ -222,6 +222,7 @@ class ByteBeam:
         *,
         allows: CommitFilter | None = None,
         pin: Sequence[int] | None = None,
+        progress: Callable[[int], None] | None = None,
     ) -> Beam:
         """The beam after reading ``data`` from the token prefix ``start``.
 
@@ -229,7 +230,8 @@ class ByteBeam:
         more typed character costs one step). ``allows`` restricts which
         tokens may be committed; ``pin`` is a token path (from ``start``)
         that pruning must keep, e.g. the canonical tokenization, so that the
-        result can never fall below that path's probability.
+        result can never fall below that path's probability. ``progress``
+        hears the number of bytes read, every 256 bytes.
         """
         start = tuple(start)
         beam = self._cached(start, data, allows) if pin is None else None
@@ -247,6 +249,8 @@ class ByteBeam:
                 if not beam.candidates:
                     return beam
             history.append(beam)
+            if progress is not None and len(beam.data) % 256 == 0:
+                progress(len(beam.data))
         if pin is None:
             self._store(beam, allows)
         return beam

@@ -12,6 +12,9 @@ and the character prefix conditioner:
 from __future__ import annotations
 
 import os
+import math
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from cpc.beam import ByteBeam
@@ -23,6 +26,27 @@ from cpc.lm import LlamaLM
 from cpc.models import Progress
 from cpc.tokenizer import LlamaTokenizer
 from cpc.vocab import Vocabulary
+
+
+@dataclass(frozen=True)
+class Score:
+    """A text's byte-level log-probability next to its canonical tokenization's (natural logs)."""
+
+    bytes: int
+    tokens: int
+    """Canonical tokens of the text."""
+    logprob_bytes: float
+    """The beam's sum over tokenizations: ``log P(the text starts with these bytes)``."""
+    logprob_canonical: float
+    """The canonical tokenization alone, with the same model numbers (one term of that sum)."""
+    logprob_canonical_direct: float
+    """The canonical tokenization scored in one straight pass (softmax over every token)."""
+    elapsed_ms: float
+    lm_calls: int
+
+    @property
+    def bits_per_byte(self) -> float:
+        return -self.logprob_bytes / math.log(2) / max(1, self.bytes)
 
 
 @dataclass(eq=False)
@@ -46,12 +70,12 @@ class Engine:
         cls,
         model: str | os.PathLike | None = "default",
         *,
-        n_ctx: int = 4096,
-        n_seq: int = 8,
+        n_ctx: int = 2048,
+        n_seq: int = 4,
         threads: int | None = None,
         gpu_layers: int = 0,
-        width: int = 16,
-        threshold: float = 1e-6,
+        width: int = 8,
+        threshold: float = 1e-3,
         max_prompt_tokens: int = 1024,
         progress: Progress | None = None,
     ) -> Engine:
@@ -80,4 +104,38 @@ class Engine:
             finder=finder,
             beam=beam,
             conditioner=Conditioner(tokenizer, finder, beam, max_prompt_tokens=min(max_prompt_tokens, n_ctx - 512)),
+        )
+
+    def score(self, data: bytes, progress: Callable[[int], None] | None = None) -> Score:
+        """Score ``data`` as a prefix: the beam's byte-level log-probability and the canonical path's.
+
+        The canonical tokenization is pinned in the beam, so pruning cannot
+        drop it and ``logprob_bytes >= logprob_canonical`` always holds.
+
+        >>> engine = Engine.load("smollm2")
+        >>> score = engine.score(b"import os\n")
+        >>> score.logprob_bytes >= score.logprob_canonical
+        True
+        """
+        started = time.perf_counter()
+        calls = self.lm.stats.calls
+        canonical = tuple(self.tokenizer.encode(data))
+        start = self.lm.bos
+        if len(start) + len(canonical) + 64 > self.lm.n_ctx:
+            raise ValueError(
+                f"the text has {len(canonical)} tokens and the context holds {self.lm.n_ctx}: "
+                "raise the context size (--ctx) or score a shorter text"
+            )
+        direct = float(self.lm.token_logprobs(start + canonical).sum())
+        beam = self.beam.read(start, data, pin=canonical, progress=progress)
+        pinned = beam.pinned
+        last = self.index.position[canonical[-1]]
+        return Score(
+            bytes=len(data),
+            tokens=len(canonical),
+            logprob_bytes=beam.logprob,
+            logprob_canonical=pinned.log_committed + math.log(pinned.snapshot.probs[last]),
+            logprob_canonical_direct=direct,
+            elapsed_ms=(time.perf_counter() - started) * 1000,
+            lm_calls=self.lm.stats.calls - calls,
         )

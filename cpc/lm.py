@@ -13,13 +13,20 @@ included), so callers never manage model memory:
     >>> rows.shape
     (2, 49152)
 
-`LlamaLM` keeps up to ``n_seq`` sequences in llama.cpp's unified KV cache
-between calls. For every requested state it finds the cached sequence that
-shares the longest token prefix, shares those cells with
-``llama_memory_seq_cp`` (a metadata copy in a unified cache), drops what
-diverges with ``llama_memory_seq_rm``, and evaluates only the remaining
-tokens -- all states of a call in one ``llama_batch``. A keystroke therefore
-costs a few tokens, not a whole prompt.
+`LlamaLM` keeps ``n_seq`` sequences in llama.cpp's KV cache between calls,
+each in its own stream. For every requested state it picks the sequence
+that already holds the longest prefix of it, or copies a better one over
+(``llama_memory_seq_cp``), drops what diverges (``llama_memory_seq_rm``)
+and evaluates only the remaining tokens -- the states of a call together,
+in one ``llama_batch``. A keystroke therefore costs a few tokens, not a
+whole prompt. A prefix that several new states share (a cold prompt) is
+evaluated once and then copied.
+
+Why separate streams and not llama.cpp's unified cache, where a copy is
+only metadata: with several sequences interleaved in a unified cache,
+llama.cpp 0.3.36 returned logits that differ from a lone evaluation by up
+to 0.08 in probability (tests/test_lm.py pins the exact agreement we get
+instead).
 """
 
 from __future__ import annotations
@@ -92,12 +99,12 @@ class LlamaLM(LanguageModel):
         model: GGUFModel,
         vocab: Vocabulary,
         *,
-        n_ctx: int = 4096,
-        n_seq: int = 8,
+        n_ctx: int = 2048,
+        n_seq: int = 4,
         n_batch: int = 512,
         threads: int | None = None,
     ) -> None:
-        """``n_seq`` states are evaluated per batch (1 means one sequence per call)."""
+        """``n_ctx`` tokens per sequence; ``n_seq`` states per batch (1: one sequence per call)."""
         self.model = model
         self.vocab = vocab
         self.n_ctx = n_ctx
@@ -107,23 +114,20 @@ class LlamaLM(LanguageModel):
         self.stats = LMStats()
         threads = threads or len(os.sched_getaffinity(0))
         params = llama_cpp.llama_context_default_params()
-        params.n_ctx = n_ctx
+        params.n_ctx = n_ctx * n_seq
         params.n_batch = params.n_ubatch = n_batch
-        # Twice n_seq ids: the second half are scratch sequences that hold a
-        # shared prefix while the first half are rearranged.
-        params.n_seq_max = 2 * n_seq
+        params.n_seq_max = n_seq
         params.n_threads = params.n_threads_batch = threads
-        params.kv_unified = True  # partial seq_cp is a metadata copy only in a unified cache
+        params.kv_unified = False  # one stream per sequence: exact results (see the module docstring)
         params.swa_full = True  # sliding-window layers keep every position, so any prefix can be reused
         params.no_perf = True
         self._ctx = llama_cpp.llama_init_from_model(model.handle, params)
         if not self._ctx:
-            raise ModelError(f"llama.cpp could not create a context for {model.path} (n_ctx={n_ctx})")
+            raise ModelError(f"llama.cpp could not create a context for {model.path} (n_ctx={n_ctx} x {n_seq})")
         self._memory = llama_cpp.llama_get_memory(self._ctx)
-        self._batch = llama_cpp.llama_batch_init(n_batch, 0, n_seq)
+        self._batch = llama_cpp.llama_batch_init(n_batch, 0, 1)
         self._slots: list[np.ndarray] = [np.empty(0, dtype=np.int64) for _ in range(n_seq)]
-        vocab_handle = model.vocab_handle
-        self.bos = (_document_start(vocab_handle),)
+        self.bos = (_document_start(model.vocab_handle),)
 
     def __del__(self) -> None:
         if getattr(self, "_batch", None) is not None:
@@ -173,7 +177,7 @@ class LlamaLM(LanguageModel):
         chunk = 64
         for start in range(0, len(tokens) - 1, chunk):
             positions = range(start, min(start + chunk, len(tokens) - 1))
-            self._fill([(int(tokens[pos]), pos, (0,), pos) for pos in positions])
+            self._fill([(int(tokens[pos]), pos, 0, pos) for pos in positions])
             self._decode()
             for k, pos in enumerate(positions):
                 result[pos] = self._logprobs(k)[tokens[pos + 1]]
@@ -183,17 +187,17 @@ class LlamaLM(LanguageModel):
     def _evaluate(self, states: list[State], out: np.ndarray) -> None:
         """Logits after every state (at most ``n_seq``), in one or more batches."""
         arrays = [np.asarray(state, dtype=np.int64) for state in states]
+        self._prefill_shared(arrays)
         lengths = np.array([len(state) for state in arrays])
         cached = np.array([[_common_prefix(slot, state) for slot in self._slots] for state in arrays])
         cached = np.minimum(cached, (lengths - 1)[:, None])  # the last token is always evaluated
         targets = _assign_slots(cached)
-        sources = cached.argmax(axis=1)
-        reuse = cached[np.arange(len(arrays)), sources]
-        sources = np.where(reuse > 0, sources, targets)
-        self._arrange(sources, targets, reuse)
-        for i, target in enumerate(targets):
-            self._slots[target] = arrays[i][: reuse[i]]
-        work = _shared_work(arrays, reuse, targets)
+        reuse = self._arrange(cached, targets)
+        work: list[_Work] = []
+        for i, state in enumerate(arrays):
+            self._slots[targets[i]] = state[: reuse[i]]
+            for pos in range(int(reuse[i]), len(state)):
+                work.append((int(state[pos]), pos, int(targets[i]), i if pos == len(state) - 1 else -1))
         for start in range(0, len(work), self.n_batch):
             chunk = work[start : start + self.n_batch]
             self._fill(chunk)
@@ -204,34 +208,58 @@ class LlamaLM(LanguageModel):
         for i, target in enumerate(targets):
             self._slots[target] = arrays[i]
 
-    def _arrange(self, sources: np.ndarray, targets: np.ndarray, reuse: np.ndarray) -> None:
-        """Give each target slot the first ``reuse`` cached tokens of its source slot."""
+    def _prefill_shared(self, arrays: list[np.ndarray]) -> None:
+        """Evaluate once the new prefix that all states share (a cold prompt), before it is copied."""
+        if len(arrays) < 2:
+            return
+        shared = min(len(a) for a in arrays) - 1
+        for other in arrays[1:]:
+            shared = min(shared, _common_prefix(arrays[0], other))
+        best = max(range(self.n_seq), key=lambda k: _common_prefix(self._slots[k], arrays[0]))
+        have = min(_common_prefix(self._slots[best], arrays[0]), shared)
+        if shared - have < _COPY_GAIN:
+            return
+        llama_cpp.llama_memory_seq_rm(self._memory, best, have, -1)
+        prefix = arrays[0][:shared]
+        for start in range(have, shared, self.n_batch):
+            stop = min(start + self.n_batch, shared)
+            self._fill([(int(prefix[pos]), pos, best, -1) for pos in range(start, stop)])
+            self._decode()
+        self._slots[best] = prefix
+
+    def _arrange(self, cached: np.ndarray, targets: np.ndarray) -> np.ndarray:
+        """Give each target slot its state's reusable prefix; returns how many tokens each reuses.
+
+        A state whose best prefix sits in another slot gets that slot copied
+        over, unless its own slot must stay intact as another copy's source
+        (stream copies are applied lazily, at the next decode).
+        """
         memory = self._memory
-        scratch = self.n_seq
-        # Phase 1: park each borrowed prefix on a scratch sequence, so that
-        # rearranging the slots below cannot destroy a prefix still needed.
-        for i, (source, target) in enumerate(zip(sources, targets)):
-            if source != target:
-                llama_cpp.llama_memory_seq_rm(memory, scratch + i, -1, -1)
-                llama_cpp.llama_memory_seq_cp(memory, int(source), scratch + i, 0, int(reuse[i]))
-        # Phase 2: each target slot keeps or receives its prefix and drops the rest.
-        for i, (source, target) in enumerate(zip(sources, targets)):
-            if source != target:
-                llama_cpp.llama_memory_seq_rm(memory, int(target), -1, -1)
-                llama_cpp.llama_memory_seq_cp(memory, scratch + i, int(target), -1, -1)
-                llama_cpp.llama_memory_seq_rm(memory, scratch + i, -1, -1)
-            else:
-                llama_cpp.llama_memory_seq_rm(memory, int(target), int(reuse[i]), -1)
+        sources = cached.argmax(axis=1)
+        reuse = cached[np.arange(len(targets)), targets].copy()
+        copies = [
+            i for i in range(len(targets))
+            if sources[i] != targets[i] and cached[i, sources[i]] - reuse[i] >= _COPY_GAIN
+        ]
+        copied_from = {int(sources[i]) for i in copies}
+        for i in copies:
+            if int(targets[i]) in copied_from:
+                continue
+            llama_cpp.llama_memory_seq_rm(memory, int(targets[i]), -1, -1)
+            llama_cpp.llama_memory_seq_cp(memory, int(sources[i]), int(targets[i]), -1, -1)
+            reuse[i] = cached[i, sources[i]]
+        for i, target in enumerate(targets):
+            llama_cpp.llama_memory_seq_rm(memory, int(target), int(reuse[i]), -1)
+        return reuse
 
     def _fill(self, items: list[_Work]) -> None:
-        """Put work items into the batch: a token, its position, its sequences, logits or not."""
+        """Put work items into the batch: a token, its position, its sequence, logits or not."""
         batch = self._batch
-        for k, (token, pos, seqs, state) in enumerate(items):
+        for k, (token, pos, seq, state) in enumerate(items):
             batch.token[k] = token
             batch.pos[k] = pos
-            batch.n_seq_id[k] = len(seqs)
-            for j, seq in enumerate(seqs):
-                batch.seq_id[k][j] = seq
+            batch.n_seq_id[k] = 1
+            batch.seq_id[k][0] = seq
             batch.logits[k] = state >= 0
         batch.n_tokens = len(items)
         self.stats.tokens += len(items)
@@ -280,38 +308,11 @@ def _common_prefix(a: np.ndarray, b: np.ndarray) -> int:
     return int(differ[0]) if len(differ) else n
 
 
-_Work = tuple[int, int, tuple[int, ...], int]
-"""One batch entry: token, position, the slots it is written to, the state whose
-last token it is (-1 when no logits are wanted)."""
+_Work = tuple[int, int, int, int]
+"""One batch entry: token, position, sequence, and the state whose last token
+it is (-1 when no logits are wanted)."""
 
-
-def _shared_work(arrays: list[np.ndarray], reuse: np.ndarray, targets: np.ndarray) -> list[_Work]:
-    """The tokens to evaluate, each shared prefix once, in position order.
-
-    State ``i`` needs positions ``reuse[i]:`` evaluated. A position that
-    several states need and agree on up to there is evaluated once and
-    written to all their slots (a token with several ``seq_id``s).
-    """
-    count = len(arrays)
-    lengths = [len(a) for a in arrays]
-    agree = [[_common_prefix(a, b) for b in arrays] for a in arrays]
-    work: list[_Work] = []
-    for i in range(count):
-        pos = int(reuse[i])
-        while pos < lengths[i]:
-            members = [j for j in range(count) if agree[i][j] > pos and reuse[j] <= pos]
-            if members[0] != i:  # an earlier state evaluates this stretch for both
-                end = min([agree[i][j] for j in members] + [int(r) for r in reuse if r > pos] + [lengths[i]])
-                pos = end
-                continue
-            end = min([agree[i][j] for j in members] + [int(r) for r in reuse if r > pos] + [lengths[i]])
-            slots = tuple(int(targets[j]) for j in members)
-            ends_here = {lengths[j] - 1: j for j in members}
-            for p in range(pos, end):
-                work.append((int(arrays[i][p]), p, slots, ends_here.get(p, -1)))
-            pos = end
-    work.sort(key=lambda item: item[1])  # every sequence sees its positions in order
-    return work
+_COPY_GAIN = 4  # copying a sequence's stream pays off once it saves this many tokens
 
 
 def _assign_slots(shared: np.ndarray) -> np.ndarray:
