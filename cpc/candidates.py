@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from cpc.index import PrefixIndex
-from cpc.pretokenize import TailSplit, cl100k_pattern, split_tail
+from cpc.pretokenize import TailSplit, cl100k_pattern, ends_inside_character, split_tail
 from cpc.tokenizer import TiktokenTokenizer, Tokenizer
 
 
@@ -39,9 +39,11 @@ class SplitPoint:
     """The candidates whose token starts at one split point of the tail."""
 
     offset: int
-    """Character offset of the split in the analysed text."""
+    """Character offset of the split in the analysed text (of the character it is in, if inside one)."""
+    before: bytes
+    """The whole text before the split, as bytes (a split may fall inside a character)."""
     prefix: str
-    """The whole text before the split."""
+    """The same text as a string (an incomplete last character shown as ``\\xNN`` escapes)."""
     tail_tokens: tuple[int, ...]
     """Canonical tokens of the tail up to the split (they end inside the tail)."""
     token_ids: np.ndarray
@@ -98,19 +100,25 @@ class CandidateFinder:
         """
         split = split_tail(text)
         start = split.start if start is None else start
+        data = text.encode("utf-8")
+        start_byte = len(text[:start].encode("utf-8"))
         positions = []
-        for offset in range(len(text) - 1, start - 1, -1):
-            rest = text[offset:].encode("utf-8")
+        # Byte offsets, not characters: byte-level vocabularies start tokens
+        # inside multi-byte characters (SmolLM2 splits an emoji in three).
+        for offset in range(len(data) - 1, start_byte - 1, -1):
+            rest = data[offset:]
             lo, hi = self.index.range_starting_with(rest)
             if lo == hi:
                 continue
-            entry = self._entry(text[start:offset].encode("utf-8"))
+            entry = self._entry(data[start_byte:offset])
             token_ids = entry.valid(rest, lo, hi, self.index, self.tokenizer)
             if len(token_ids):
+                before = data[:offset]
                 positions.append(
                     SplitPoint(
-                        offset=offset,
-                        prefix=text[:offset],
+                        offset=len(before.decode("utf-8", "ignore")),
+                        before=before,
+                        prefix=before.decode("utf-8", "backslashreplace"),
                         tail_tokens=entry.tokens,
                         token_ids=token_ids,
                     )
@@ -120,7 +128,10 @@ class CandidateFinder:
     def _entry(self, context: bytes) -> _ContextEntry:
         entry = self._cache.get(context)
         if entry is None:
-            entry = _ContextEntry(context, tuple(self.tokenizer.encode(context)))
+            # A context that ends inside a character has no encoding of its
+            # own: its tokens are learnt from the candidates that complete it.
+            tokens = None if ends_inside_character(context) else tuple(self.tokenizer.encode(context))
+            entry = _ContextEntry(context, tokens)
             self._cache[context] = entry
             if len(self._cache) > self._cache_size:
                 self._cache.popitem(last=False)
@@ -137,7 +148,7 @@ class _ContextEntry:
     rest that starts it, narrowed to the longer rest's index range.
     """
 
-    def __init__(self, context: bytes, tokens: tuple[int, ...]):
+    def __init__(self, context: bytes, tokens: tuple[int, ...] | None):
         self.context = context
         self.tokens = tokens
         self._by_rest: dict[bytes, np.ndarray] = {}  # rest -> sorted valid positions
@@ -149,10 +160,27 @@ class _ContextEntry:
             positions = self._narrowed(rest, lo, hi)
         if positions is None:
             candidates = index.order[lo:hi]
-            mask = tokenizer.continues(self.context, candidates)
+            if self.tokens is None:
+                mask = self._completes(candidates, tokenizer)
+            else:
+                mask = tokenizer.continues(self.context, candidates)
             positions = np.arange(lo, hi)[mask]
         self._by_rest[rest] = positions
         return index.order[positions]
+
+    def _completes(self, candidates: np.ndarray, tokenizer: Tokenizer) -> np.ndarray:
+        """Validation inside a character: ``encode(context + t)`` must end with ``t``
+        and the tokens before it must cover exactly the context."""
+        pieces = tokenizer.vocab.pieces
+        mask = np.zeros(len(candidates), dtype=bool)
+        for k, token in enumerate(candidates.tolist()):
+            full = tokenizer.encode(self.context + pieces[token])
+            before = tuple(full[:-1])
+            if full[-1] == token and tokenizer.vocab.decode(before) == self.context:
+                if self.tokens is None:
+                    self.tokens = before
+                mask[k] = before == self.tokens
+        return mask
 
     def _narrowed(self, rest: bytes, lo: int, hi: int) -> np.ndarray | None:
         for length in range(len(rest) - 1, 0, -1):

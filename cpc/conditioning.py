@@ -19,7 +19,7 @@ characters", the input generation works from:
     >>> engine = Engine.load("smollm2")
     >>> result = engine.conditioner.condition("import numpy as np\\nx = np.zer")
     >>> engine.vocab.decode(result.paths[0].tokens[len(result.prompt):])
-    b' np.zeros'
+    b'.zeros'
     >>> chr(int(result.next_byte.argmax()))
     'o'
 """
@@ -35,7 +35,7 @@ import numpy as np
 from cpc.beam import EOS, Beam, ByteBeam, logsumexp
 from cpc.candidates import Analysis, CandidateFinder
 from cpc.lm import State
-from cpc.pretokenize import split_tail
+from cpc.pretokenize import ends_inside_character, split_tail
 from cpc.tokenizer import Tokenizer
 
 _PREFETCH_LIMIT = 48  # canonical tail states fetched up front; the beam fetches any others itself
@@ -115,8 +115,14 @@ class Conditioner:
         )
 
     def allows(self, tokens: State, covered: bytes) -> bool:
-        """The beam's commit filter: committed tail tokens must be the canonical tokens of what they cover."""
-        return self._canonical(covered) == tokens
+        """The beam's commit filter: committed tail tokens must be the canonical tokens of what they cover.
+
+        Inside a multi-byte character (byte-level tokens split them) there
+        is no canonical encoding to compare with: such commits pass, and the
+        next commit at a character boundary, or the candidate search at the
+        cursor, judges the whole path.
+        """
+        return ends_inside_character(covered) or self._canonical(covered) == tokens
 
     def _canonical(self, data: bytes) -> tuple[int, ...]:
         tokens = self._canonical_cache.get(data)
@@ -161,7 +167,7 @@ class Conditioner:
 
     def _paths(self, beam: Beam, analysis: Analysis, data: bytes, anchor: int) -> list[CoveringPath]:
         """Each beam candidate's validated last tokens, with their path probability."""
-        points = {len(point.prefix.encode("utf-8")) - anchor: point for point in analysis.positions}
+        points = {len(point.before) - anchor: point for point in analysis.positions}
         position = self.beam.index.position
         pieces = self.tokenizer.vocab.pieces
         tail_length = len(data) - anchor

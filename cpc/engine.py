@@ -70,8 +70,8 @@ class Engine:
         cls,
         model: str | os.PathLike | None = "default",
         *,
-        n_ctx: int = 2048,
-        n_seq: int = 4,
+        n_ctx: int = 1536,
+        n_seq: int = 8,
         threads: int | None = None,
         gpu_layers: int = 0,
         width: int = 8,
@@ -103,7 +103,7 @@ class Engine:
             index=index,
             finder=finder,
             beam=beam,
-            conditioner=Conditioner(tokenizer, finder, beam, max_prompt_tokens=min(max_prompt_tokens, n_ctx - 512)),
+            conditioner=Conditioner(tokenizer, finder, beam, max_prompt_tokens=min(max_prompt_tokens, n_ctx - 256)),
         )
 
     def score(self, data: bytes, progress: Callable[[int], None] | None = None) -> Score:
@@ -113,7 +113,7 @@ class Engine:
         drop it and ``logprob_bytes >= logprob_canonical`` always holds.
 
         >>> engine = Engine.load("smollm2")
-        >>> score = engine.score(b"import os\n")
+        >>> score = engine.score(b"import os\\n")
         >>> score.logprob_bytes >= score.logprob_canonical
         True
         """
@@ -124,7 +124,7 @@ class Engine:
         if len(start) + len(canonical) + 64 > self.lm.n_ctx:
             raise ValueError(
                 f"the text has {len(canonical)} tokens and the context holds {self.lm.n_ctx}: "
-                "raise the context size (--ctx) or score a shorter text"
+                "load the engine with a larger n_ctx or score a shorter text"
             )
         direct = float(self.lm.token_logprobs(start + canonical).sum())
         beam = self.beam.read(start, data, pin=canonical, progress=progress)

@@ -99,8 +99,8 @@ class LlamaLM(LanguageModel):
         model: GGUFModel,
         vocab: Vocabulary,
         *,
-        n_ctx: int = 2048,
-        n_seq: int = 4,
+        n_ctx: int = 1536,
+        n_seq: int = 8,
         n_batch: int = 512,
         threads: int | None = None,
     ) -> None:
@@ -127,6 +127,8 @@ class LlamaLM(LanguageModel):
         self._memory = llama_cpp.llama_get_memory(self._ctx)
         self._batch = llama_cpp.llama_batch_init(n_batch, 0, 1)
         self._slots: list[np.ndarray] = [np.empty(0, dtype=np.int64) for _ in range(n_seq)]
+        self._last_used = [0] * n_seq
+        self._clock = 0
         self.bos = (_document_start(model.vocab_handle),)
 
     def __del__(self) -> None:
@@ -191,8 +193,7 @@ class LlamaLM(LanguageModel):
         lengths = np.array([len(state) for state in arrays])
         cached = np.array([[_common_prefix(slot, state) for slot in self._slots] for state in arrays])
         cached = np.minimum(cached, (lengths - 1)[:, None])  # the last token is always evaluated
-        targets = _assign_slots(cached)
-        reuse = self._arrange(cached, targets)
+        targets, reuse = self._arrange(cached)
         work: list[_Work] = []
         for i, state in enumerate(arrays):
             self._slots[targets[i]] = state[: reuse[i]]
@@ -227,30 +228,43 @@ class LlamaLM(LanguageModel):
             self._decode()
         self._slots[best] = prefix
 
-    def _arrange(self, cached: np.ndarray, targets: np.ndarray) -> np.ndarray:
-        """Give each target slot its state's reusable prefix; returns how many tokens each reuses.
+    def _arrange(self, cached: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Pick a slot per state and give it the state's reusable prefix.
 
-        A state whose best prefix sits in another slot gets that slot copied
-        over, unless its own slot must stay intact as another copy's source
-        (stream copies are applied lazily, at the next decode).
+        Returns the target slots and how many tokens each state reuses. A
+        state extends the slot holding its longest prefix when it is free;
+        otherwise it takes the least recently used slot that no one needs,
+        and the prefix is copied there. Stream copies are applied lazily (at
+        the next decode), so a copy target is never also a copy source.
         """
         memory = self._memory
-        sources = cached.argmax(axis=1)
-        reuse = cached[np.arange(len(targets)), targets].copy()
-        copies = [
-            i for i in range(len(targets))
-            if sources[i] != targets[i] and cached[i, sources[i]] - reuse[i] >= _COPY_GAIN
-        ]
-        copied_from = {int(sources[i]) for i in copies}
-        for i in copies:
-            if int(targets[i]) in copied_from:
-                continue
-            llama_cpp.llama_memory_seq_rm(memory, int(targets[i]), -1, -1)
-            llama_cpp.llama_memory_seq_cp(memory, int(sources[i]), int(targets[i]), -1, -1)
-            reuse[i] = cached[i, sources[i]]
+        count, n_slots = cached.shape
+        best = cached.argmax(axis=1)
+        by_reuse = sorted(range(count), key=lambda i: -cached[i, best[i]])
+        targets = np.full(count, -1)
+        for i in by_reuse:
+            if best[i] not in targets:
+                targets[i] = best[i]
+        sources = {int(best[i]) for i in range(count) if targets[i] < 0}
+        spare = sorted(
+            (k for k in range(n_slots) if k not in targets and k not in sources), key=self._last_used.__getitem__
+        )
+        reuse = np.zeros(count, dtype=np.int64)
+        for i in by_reuse:
+            if targets[i] < 0:
+                target = spare.pop(0) if spare else next(k for k in range(n_slots) if k not in targets)
+                targets[i] = target
+                if target not in sources and cached[i, best[i]] - cached[i, target] >= _COPY_GAIN:
+                    llama_cpp.llama_memory_seq_rm(memory, target, -1, -1)
+                    llama_cpp.llama_memory_seq_cp(memory, int(best[i]), target, -1, -1)
+                    reuse[i] = cached[i, best[i]]
+                    continue
+            reuse[i] = cached[i, targets[i]]
         for i, target in enumerate(targets):
             llama_cpp.llama_memory_seq_rm(memory, int(target), int(reuse[i]), -1)
-        return reuse
+            self._clock += 1
+            self._last_used[target] = self._clock
+        return targets, reuse
 
     def _fill(self, items: list[_Work]) -> None:
         """Put work items into the batch: a token, its position, its sequence, logits or not."""
@@ -313,16 +327,3 @@ _Work = tuple[int, int, int, int]
 it is (-1 when no logits are wanted)."""
 
 _COPY_GAIN = 4  # copying a sequence's stream pays off once it saves this many tokens
-
-
-def _assign_slots(shared: np.ndarray) -> np.ndarray:
-    """A distinct slot per state, greedily keeping the longest shared prefixes in place."""
-    n_states, n_slots = shared.shape
-    targets = np.full(n_states, -1)
-    taken = np.zeros(n_slots, dtype=bool)
-    for flat in np.argsort(-shared, axis=None, kind="stable"):
-        state, slot = divmod(int(flat), n_slots)
-        if targets[state] < 0 and not taken[slot]:
-            targets[state] = slot
-            taken[slot] = True
-    return targets

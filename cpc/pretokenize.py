@@ -111,3 +111,17 @@ def _window_start(text: str) -> int:
 
 
 _ALNUM_NEWLINE_ALNUM = regex.compile(r"(?r)[\p{L}\p{N}]\n[\p{L}\p{N}]")
+
+
+def ends_inside_character(data: bytes) -> bool:
+    """Whether ``data`` ends with an incomplete UTF-8 character.
+
+    >>> ends_inside_character("😀".encode()[:2]), ends_inside_character("😀".encode())
+    (True, False)
+    """
+    for back in range(1, min(4, len(data)) + 1):
+        byte = data[-back]
+        if byte & 0xC0 != 0x80:
+            length = 1 if byte < 0x80 else 2 if byte < 0xE0 else 3 if byte < 0xF0 else 4
+            return length > back
+    return False

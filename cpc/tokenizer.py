@@ -85,7 +85,10 @@ class TiktokenTokenizer(Tokenizer):
         general path through a full encode.
         """
         token_ids = np.asarray(token_ids, dtype=np.int64)
-        chunks = pretokens(context.decode("utf-8"))
+        try:
+            chunks = pretokens(context.decode("utf-8"))
+        except UnicodeDecodeError:  # the context ends inside a character
+            return super().continues(context, token_ids)
         last_chunk = chunks[-1] if chunks else ""
         if last_chunk and not _LETTER_CHUNK.fullmatch(last_chunk):
             return super().continues(context, token_ids)

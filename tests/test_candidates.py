@@ -95,7 +95,7 @@ def _stable_tokens_in_context(encoding, text: str, byte_start: int) -> list[int]
     return tokens
 
 
-def _brute_force(finder, text: str) -> dict[str, set[int]]:
+def _brute_force(finder, text: str) -> dict[bytes, set[int]]:
     """Scan the whole vocabulary with full re-encodes of the whole text."""
     encoding = finder.tokenizer.encoding
     pieces = finder.index.vocab.pieces
@@ -103,8 +103,9 @@ def _brute_force(finder, text: str) -> dict[str, set[int]]:
     split = split_tail(text)
     stable = _stable_tokens_in_context(encoding, text, split.byte_start)
     found = {}
-    for offset in range(split.start, len(text)):
-        before, rest = text[:offset].encode(), text[offset:].encode()
+    data = text.encode()
+    for offset in range(split.byte_start, len(data)):
+        before, rest = data[:offset], data[offset:]
         tail_tokens = encoding._encode_bytes(before[split.byte_start :])
         kept = {
             t
@@ -114,7 +115,7 @@ def _brute_force(finder, text: str) -> dict[str, set[int]]:
             and encoding._encode_bytes(before + pieces[t]) == [*stable, *tail_tokens, t]
         }
         if kept:
-            found[text[:offset]] = kept
+            found[before] = kept
     return found
 
 
@@ -122,7 +123,7 @@ def _brute_force(finder, text: str) -> dict[str, set[int]]:
 @given(text=code_text)
 def test_no_candidate_lost_against_brute_force(cl100k_finder, text):
     expected = _brute_force(cl100k_finder, text)
-    got = {p.prefix: set(p.token_ids.tolist()) for p in cl100k_finder.analyze(text).positions}
+    got = {p.before: set(p.token_ids.tolist()) for p in cl100k_finder.analyze(text).positions}
     assert got == expected
 
 
@@ -136,7 +137,7 @@ def test_every_path_reencodes_and_covers_the_typed_text(cl100k_finder, text):
     typed = text.encode()
     for point in analysis.positions:
         for token in point.token_ids.tolist():
-            before = point.prefix.encode()
+            before = point.before
             assert encoding._encode_bytes(before + vocab.pieces[token]) == [*stable, *point.tail_tokens, token]
             covered = vocab.decode([*stable, *point.tail_tokens, token])
             assert covered.startswith(typed)
@@ -153,20 +154,21 @@ def test_model_tokenizer_paths_reencode_with_the_models_own_tokenizer(model_find
     tokenizer = model_finder.tokenizer
     vocab = model_finder.index.vocab
     analysis = model_finder.analyze(text)
-    got = {p.prefix: set(p.token_ids.tolist()) for p in analysis.positions}
+    got = {p.before: set(p.token_ids.tolist()) for p in analysis.positions}
     assert got, f"no covering path for {text!r}"
     start = analysis.split.byte_start
-    for offset in range(analysis.split.start, len(text)):
-        before, rest = text[:offset].encode(), text[offset:].encode()
+    data = text.encode()
+    for offset in range(start, len(data)):
+        before, rest = data[:offset], data[offset:]
         base = tokenizer.encode(before[start:])
         brute = {
             t
             for t, piece in enumerate(vocab.pieces)
             if piece.startswith(rest) and not vocab.special[t] and tokenizer.encode(before[start:] + piece) == [*base, t]
         }
-        assert got.get(text[:offset], set()) == brute
+        assert got.get(before, set()) == brute
     for point in analysis.positions:
         for token in point.token_ids.tolist()[:50]:
-            full = tokenizer.encode(point.prefix.encode() + vocab.pieces[token])
+            full = tokenizer.encode(point.before + vocab.pieces[token])
             assert full[-1] == token
             assert vocab.decode(full).startswith(text.encode())

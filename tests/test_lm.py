@@ -1,0 +1,90 @@
+"""The llama.cpp model runtime: batching and KV reuse never change the numbers."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from cpc.lm import LlamaLM
+
+SOURCE = b'def fibonacci(n):\n    """Return the n-th number."""\n    if n < 2:\n        return n\n    return fibonacci(n - 1) + fibonacci(n - 2)\n'
+
+
+@pytest.fixture(scope="module")
+def smollm2(request):
+    from cpc.engine import Engine
+
+    return Engine.load("smollm2")
+
+
+def _alone(engine, state) -> np.ndarray:
+    """The state evaluated in a fresh context, all its tokens in one batch."""
+    fresh = LlamaLM(engine.model, engine.vocab, n_seq=1, n_ctx=256)
+    return fresh.next_logprobs([state])[0]
+
+
+def _states(engine):
+    tokens = engine.lm.bos + tuple(engine.tokenizer.encode(SOURCE))
+    # nested prefixes, siblings that diverge, and one that shares only BOS
+    return tokens, [
+        tokens[:12],
+        tokens[:20],
+        tokens[:19] + (tokens[25],),
+        tokens[:19] + (tokens[26], tokens[27]),
+        tokens[:30],
+        tokens[:1] + tokens[5:9],
+    ]
+
+
+def test_batched_calls_with_kv_reuse_match_lone_evaluation(smollm2):
+    """Any mix of cached prefixes, copies and batches gives the numbers of a lone evaluation.
+
+    SmolLM2's Q4_1 kernels round the same whatever the batch shape, so this
+    is exact; it caught llama.cpp's unified KV cache mixing sequences.
+    """
+    tokens, states = _states(smollm2)
+    lm = LlamaLM(smollm2.model, smollm2.vocab, n_seq=3, n_ctx=256)
+    for call in ([states[0]], states[1:4], [states[4], states[1]], states[2:], [states[3]], states):
+        rows = lm.next_logprobs(call)
+        for state, row in zip(call, rows):
+            np.testing.assert_array_equal(row, _alone(smollm2, state))
+
+
+def test_keystroke_evaluates_only_the_new_tokens(smollm2):
+    tokens, _ = _states(smollm2)
+    lm = LlamaLM(smollm2.model, smollm2.vocab, n_seq=4, n_ctx=256)
+    lm.next_logprobs([tokens[:30]])
+    before = lm.stats.tokens
+    lm.next_logprobs([tokens[:31], tokens[:30] + (tokens[35],)])
+    assert lm.stats.tokens - before == 2
+    assert lm.stats.decodes == 2  # one per call
+
+
+def test_a_cold_shared_prompt_is_evaluated_once(smollm2):
+    tokens, _ = _states(smollm2)
+    lm = LlamaLM(smollm2.model, smollm2.vocab, n_seq=4, n_ctx=256)
+    lm.next_logprobs([tokens[:30] + (t,) for t in tokens[31:35]])
+    assert lm.stats.tokens == 30 + 4
+
+
+def test_token_logprobs_scores_a_sequence_in_one_pass(smollm2):
+    tokens, _ = _states(smollm2)
+    lm = smollm2.lm
+    scores = lm.token_logprobs(tokens[:24])
+    expected = [_alone(smollm2, tokens[:k])[tokens[k]] for k in (1, 10, 23)]
+    np.testing.assert_allclose(scores[[0, 9, 22]], expected, atol=1e-5)
+
+
+def test_rows_are_normalised_log_probabilities(engine):
+    rows = engine.lm.next_logprobs([engine.lm.bos, engine.lm.bos + tuple(engine.tokenizer.encode(b"import"))])
+    assert rows.shape == (2, engine.model.n_vocab)
+    np.testing.assert_allclose(np.exp(rows.astype(np.float64)).sum(axis=1), 1.0, atol=1e-4)
+    assert (engine.lm.eos_logprob(rows) < 0).all()
+
+
+def test_states_that_do_not_fit_are_refused(smollm2):
+    lm = LlamaLM(smollm2.model, smollm2.vocab, n_seq=1, n_ctx=16)
+    with pytest.raises(ValueError, match="does not fit"):
+        lm.next_logprobs([tuple(range(1, 40))])
+    with pytest.raises(ValueError, match="at least one token"):
+        lm.next_logprobs([()])
