@@ -34,6 +34,7 @@ test: $(STAMP)
 bench: $(STAMP)
 	mkdir -p $(OUT)
 	$(BIN)/python tests/bench_candidates.py --json $(OUT)/bench_candidates.json --plot $(OUT)/bench_candidates.png
+	$(BIN)/python tests/bench_beam.py --json $(OUT)/bench_beam.json --plot $(OUT)/bench_beam.png
 
 clean:
 	rm -rf $(VENV) $(OUT) .pytest_cache .hypothesis

@@ -179,6 +179,8 @@ class Beam:
 
 @dataclass
 class BeamStats:
+    """Counters a benchmark reads: how the beam spent its steps."""
+
     steps: int = 0
     materialised: int = 0
     """Extensions whose snapshot was requested (cached or not)."""

@@ -125,6 +125,10 @@ class CandidateFinder:
                 )
         return Analysis(split=split, positions=positions)
 
+    def clear(self) -> None:
+        """Forget every validated candidate (the next analysis is cold)."""
+        self._cache.clear()
+
     def _entry(self, context: bytes) -> _ContextEntry:
         entry = self._cache.get(context)
         if entry is None:

@@ -114,6 +114,13 @@ class Conditioner:
             beam=beam,
         )
 
+    def clear(self) -> None:
+        """Make the next request cold: no cached candidates, beams, snapshots or KV cache."""
+        self.finder.clear()
+        self.beam.clear()
+        self.beam.lm.reset()
+        self._canonical_cache.clear()
+
     def allows(self, tokens: State, covered: bytes) -> bool:
         """The beam's commit filter: committed tail tokens must be the canonical tokens of what they cover.
 

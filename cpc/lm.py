@@ -73,6 +73,9 @@ class LanguageModel(ABC):
     def next_logprobs(self, states: Sequence[Sequence[int]]) -> np.ndarray:
         """``log P(next token | state)`` for every state: shape ``(len(states), len(vocab))``."""
 
+    def reset(self) -> None:
+        """Forget whatever is kept between calls (a KV cache); the default keeps nothing."""
+
     def eos_logprob(self, logprobs: np.ndarray) -> np.ndarray:
         """``log P(end of sequence | state)`` per row of `next_logprobs`' result."""
         eos = sorted(self.vocab.eos_ids)
@@ -147,6 +150,7 @@ class LlamaLM(LanguageModel):
     def reset(self) -> None:
         """Forget the KV cache (the next call evaluates every token again)."""
         llama_cpp.llama_memory_clear(self._memory, True)
+        self._last_used = [0] * self.n_seq
         self._slots = [np.empty(0, dtype=np.int64) for _ in range(self.n_seq)]
 
     def next_logprobs(self, states: Sequence[Sequence[int]]) -> np.ndarray:
