@@ -72,6 +72,7 @@ class Engine:
         *,
         n_ctx: int = 1536,
         n_seq: int = 8,
+        states_per_decode: int | None = None,
         threads: int | None = None,
         gpu_layers: int = 0,
         width: int = 8,
@@ -92,7 +93,7 @@ class Engine:
         report("indexing the vocabulary", 0.7)
         index = PrefixIndex(vocab)
         tokenizer = LlamaTokenizer(gguf, vocab)
-        lm = LlamaLM(gguf, vocab, n_ctx=n_ctx, n_seq=n_seq, threads=threads)
+        lm = LlamaLM(gguf, vocab, n_ctx=n_ctx, n_seq=n_seq, threads=threads, states_per_decode=states_per_decode)
         beam = ByteBeam(lm, index, width=width, threshold=threshold)
         finder = CandidateFinder(tokenizer, index)
         report("model ready", 1.0)

@@ -106,13 +106,19 @@ class LlamaLM(LanguageModel):
         n_seq: int = 8,
         n_batch: int = 512,
         threads: int | None = None,
+        states_per_decode: int | None = None,
     ) -> None:
-        """``n_ctx`` tokens per sequence; ``n_seq`` states per batch (1: one sequence per call)."""
+        """``n_ctx`` tokens per sequence, ``n_seq`` sequences kept in the KV cache.
+
+        ``states_per_decode`` (default ``n_seq``) caps how many states share
+        one ``llama_decode``; 1 evaluates one sequence per call.
+        """
         self.model = model
         self.vocab = vocab
         self.n_ctx = n_ctx
         self.n_seq = n_seq
         self.n_batch = n_batch
+        self.states_per_decode = min(states_per_decode or n_seq, n_seq)
         self.n_vocab = model.n_vocab
         self.stats = LMStats()
         threads = threads or len(os.sched_getaffinity(0))
@@ -166,8 +172,9 @@ class LlamaLM(LanguageModel):
         rows = np.empty((len(order), self.n_vocab), dtype=np.float32)
         self.stats.calls += 1
         self.stats.states += len(order)
-        for start in range(0, len(order), self.n_seq):
-            self._evaluate(order[start : start + self.n_seq], rows[start : start + self.n_seq])
+        step = self.states_per_decode
+        for start in range(0, len(order), step):
+            self._evaluate(order[start : start + step], rows[start : start + step])
         return rows[[unique[tuple(state)] for state in states]]
 
     def token_logprobs(self, tokens: Sequence[int]) -> np.ndarray:
@@ -247,7 +254,10 @@ class LlamaLM(LanguageModel):
         by_reuse = sorted(range(count), key=lambda i: -cached[i, best[i]])
         targets = np.full(count, -1)
         for i in by_reuse:
-            if best[i] not in targets:
+            # Extending in place is free, but cutting a slot back loses a
+            # branch the beam may come back to: such a state moves to a
+            # spare slot (with a copy) while there is one.
+            if best[i] not in targets and cached[i, best[i]] >= len(self._slots[best[i]]) - 1:
                 targets[i] = best[i]
         sources = {int(best[i]) for i in range(count) if targets[i] < 0}
         spare = sorted(
@@ -256,7 +266,12 @@ class LlamaLM(LanguageModel):
         reuse = np.zeros(count, dtype=np.int64)
         for i in by_reuse:
             if targets[i] < 0:
-                target = spare.pop(0) if spare else next(k for k in range(n_slots) if k not in targets)
+                if spare:
+                    target = spare.pop(0)
+                elif best[i] not in targets:
+                    target = best[i]
+                else:
+                    target = next(k for k in range(n_slots) if k not in targets)
                 targets[i] = target
                 if target not in sources and cached[i, best[i]] - cached[i, target] >= _COPY_GAIN:
                     llama_cpp.llama_memory_seq_rm(memory, target, -1, -1)

@@ -9,7 +9,8 @@ one the conditioner answers, with the default model:
 
 - ``cold batched``: empty caches, the model evaluating up to 8 sequences
   per ``llama_decode`` (the engine's setting);
-- ``cold unbatched``: empty caches, one sequence per ``llama_decode``;
+- ``cold unbatched``: empty caches, one sequence per ``llama_decode`` (the
+  same 8 sequences kept in the KV cache);
 - ``tail batched`` / ``tail unbatched``: the same text again with the
   prompt still in the KV cache but no snapshot or beam cached: what is left
   is the beam's own states (the tail's covering paths), where batching
@@ -19,6 +20,9 @@ one the conditioner answers, with the default model:
 
 It reports medians of milliseconds and model calls per conditioned prefix,
 the keystroke/cold ratio, and the resident memory of the loaded engine.
+It also times the beam reading the first ``--score-bytes`` bytes of a
+standard-library file (what ``cpc score`` does: several states per step),
+batched and unbatched.
 """
 
 from __future__ import annotations
@@ -77,17 +81,34 @@ def measure(engine: Engine, text: str) -> dict:
     }
 
 
+def beam_read(engine: Engine, data: bytes) -> dict:
+    """Read ``data`` through the beam from cold caches, as `cpc score` does."""
+    engine.conditioner.clear()
+    lm = engine.lm
+    calls, decodes, states = lm.stats.calls, lm.stats.decodes, lm.stats.states
+    started = time.perf_counter()
+    beam = engine.beam.read(lm.bos, data)
+    return {
+        "bytes": len(data),
+        "ms": round((time.perf_counter() - started) * 1000, 1),
+        "calls": lm.stats.calls - calls,
+        "decodes": lm.stats.decodes - decodes,
+        "states": lm.stats.states - states,
+        "logprob": round(beam.logprob, 4),
+    }
+
+
 def summarise(rows: list[dict]) -> dict:
     return {key: round(statistics.median(row[key] for row in rows), 1) for key in rows[0]}
 
 
-def run(model: str, cases: int, seed: int) -> dict:
+def run(model: str, cases: int, seed: int, score_bytes: int) -> dict:
     before = resident_mb()
     started = time.perf_counter()
     batched = Engine.load(model)
     load_s = time.perf_counter() - started
     loaded = resident_mb()
-    unbatched = Engine.load(model, n_seq=1)
+    unbatched = Engine.load(model, states_per_decode=1)
     names = ["cold batched", "cold unbatched", "tail batched", "tail unbatched", "keystroke"]
     results: dict[str, list[dict]] = {name: [] for name in names}
     drawn = draw_cases(cases, seed)
@@ -100,6 +121,9 @@ def run(model: str, cases: int, seed: int) -> dict:
             results[f"tail {kind}"].append(measure(engine, text))
         results["keystroke"].append(measure(batched, text + next_char))
     summary = {name: summarise(rows) for name, rows in results.items()}
+    source = (Path(sysconfig.get_paths()["stdlib"]) / "textwrap.py").read_bytes()[:score_bytes]
+    print(f"beam over {len(source)} bytes of textwrap.py", file=sys.stderr, flush=True)
+    reads = {"batched": beam_read(batched, source), "unbatched": beam_read(unbatched, source)}
     snapshots = batched.beam.snapshots
     return {
         "model": batched.vocab.name,
@@ -112,6 +136,8 @@ def run(model: str, cases: int, seed: int) -> dict:
             kind: round(summary[f"{kind} batched"]["ms"] / summary[f"{kind} unbatched"]["ms"], 3)
             for kind in ("cold", "tail")
         },
+        "beam_read": reads,
+        "beam_read_batched_over_unbatched": round(reads["batched"]["ms"] / reads["unbatched"]["ms"], 3),
         "memory_mb": {
             "before_load": round(before, 1),
             "engine_loaded": round(loaded, 1),
@@ -154,10 +180,11 @@ def main() -> int:
     parser.add_argument("--model", default="default")
     parser.add_argument("--cases", type=int, default=8)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--score-bytes", type=int, default=600)
     parser.add_argument("--json")
     parser.add_argument("--plot")
     args = parser.parse_args()
-    result = run(args.model, args.cases, args.seed)
+    result = run(args.model, args.cases, args.seed, args.score_bytes)
     shown = {k: v for k, v in result.items() if k != "per_case"}
     print(json.dumps(shown, indent=2))
     if args.json:
