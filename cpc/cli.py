@@ -19,7 +19,7 @@ from pathlib import Path
 from collections.abc import Sequence
 
 from cpc.candidates import Analysis, CandidateFinder
-from cpc.models import ModelError
+from cpc.models import ModelError, stderr_progress
 from cpc.tokenizer import LlamaTokenizer, TiktokenTokenizer, Tokenizer
 
 _SHOWN_TOKENS = 10
@@ -91,10 +91,10 @@ def _score(args: argparse.Namespace) -> int:
     data = Path(args.file).read_bytes()
     # Every sequence must hold the whole file: about one token per two bytes at worst.
     engine = Engine.load(
-        args.model, n_ctx=len(data) // 2 + 256, width=args.width, threshold=args.threshold, progress=_stderr_progress
+        args.model, n_ctx=len(data) // 2 + 256, width=args.width, threshold=args.threshold, progress=stderr_progress
     )
-    score = engine.score(data, progress=lambda done: _stderr_progress("scoring", done / max(1, len(data))))
-    _stderr_progress("scoring", 1.0)
+    score = engine.score(data, progress=lambda done: stderr_progress("scoring", done / max(1, len(data))))
+    stderr_progress("scoring", 1.0)
     result = {
         "bytes": score.bytes,
         "logprob_bytes": score.logprob_bytes,
@@ -116,12 +116,6 @@ def _score(args: argparse.Namespace) -> int:
         print(f"  difference                {result['difference']:12.4f}  (never negative)")
         print(f"  {score.elapsed_ms / 1000:.1f} s, {score.lm_calls} model calls")
     return 0
-
-
-def _stderr_progress(message: str, fraction: float) -> None:
-    if sys.stderr.isatty() or fraction >= 1:
-        end = "\n" if fraction >= 1 else ""
-        print(f"\r{message}: {fraction:6.1%}", end=end, file=sys.stderr, flush=True)
 
 
 def analysis_json(analysis: Analysis, pieces: list[bytes], elapsed_ms: float, build_ms: float, vocab: str) -> dict:

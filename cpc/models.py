@@ -97,7 +97,7 @@ def assemble_default_model(progress: Progress | None = None) -> Path:
     missing = [str(chunk) for chunk in chunks if not chunk.exists()]
     if missing:
         raise ModelError(f"default model chunks are missing: {', '.join(missing)} -- run `make install`")
-    report = progress or _stderr_progress
+    report = progress or stderr_progress
     total = sum(chunk.stat().st_size for chunk in chunks)
     target.parent.mkdir(parents=True, exist_ok=True)
     partial = target.with_suffix(".partial")
@@ -133,6 +133,7 @@ def _smollm2_path() -> Path:
     return Path(spec.submodule_search_locations[0]) / "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 
-def _stderr_progress(message: str, fraction: float) -> None:
+def stderr_progress(message: str, fraction: float) -> None:
+    """A `Progress` that redraws one line on stderr."""
     end = "\n" if fraction >= 1 else ""
     print(f"\r{message}: {fraction:6.1%}", end=end, file=sys.stderr, flush=True)
