@@ -41,12 +41,12 @@ from __future__ import annotations
 
 import math
 from collections import OrderedDict, deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from cpc.index import PrefixIndex
+from cpc.index import Node, PrefixIndex
 from cpc.lm import LanguageModel, State
 
 EOS = 256
@@ -273,7 +273,6 @@ class ByteBeam:
         threshold = self.threshold if threshold is None else threshold
         log_threshold = math.log(threshold) if threshold > 0 else -math.inf
         index = self.index
-        order = index.order
         start_length = len(beam.start)
         covered = beam.data
         stays: list[Candidate] = []
@@ -299,11 +298,7 @@ class ByteBeam:
                     )
             if not candidate.open:
                 continue
-            for position in range(node.lo, node.exact_end):
-                probability = candidate.snapshot.probs[position]
-                token = int(order[position])
-                if probability <= 0 or (allows is not None and not allows((*committed, token), covered)):
-                    continue
+            for token, probability in self._commits(candidate, node, committed, covered, allows):
                 pinned = candidate.pinned and len(committed) < len(pin) and pin[len(committed)] == token
                 bound = candidate.log_committed + math.log(probability)
                 extensions.append((bound, candidate, token, pinned))
@@ -354,18 +349,28 @@ class ByteBeam:
                 total[EOS] += scale * candidate.snapshot.eos
                 continue
             committed = candidate.tokens[start_length:]
-            for position in range(node.lo, node.exact_end):
-                probability = candidate.snapshot.probs[position]
-                token = int(index.order[position])
-                if probability > 0 and (allows is None or allows((*committed, token), beam.data)):
-                    commits.append((scale * probability, candidate, token))
+            for token, probability in self._commits(candidate, node, committed, beam.data, allows):
+                commits.append((scale * probability, candidate, token))
         snapshots = self.snapshots.get_many([(*c.tokens, token) for _, c, token in commits])
-        root = index.node(b"")
         for (weight, _, _), snapshot in zip(commits, snapshots):
-            total[root.child_bytes] += weight * snapshot.masses(root.bounds)
-            total[EOS] += weight * snapshot.eos
-        with np.errstate(divide="ignore"):
-            return np.log(total) - math.log(total.sum())
+            self.add_next_token(total, weight, snapshot)
+        return normalised_log(total)
+
+    def add_next_token(self, total: np.ndarray, weight: float, snapshot: Snapshot) -> None:
+        """Add ``weight`` times the snapshot's next-byte masses (first bytes of its next token, and EOS)."""
+        root = self.index.node(b"")
+        total[root.child_bytes] += weight * snapshot.masses(root.bounds)
+        total[EOS] += weight * snapshot.eos
+
+    def _commits(
+        self, candidate: Candidate, node: Node, committed: State, covered: bytes, allows: CommitFilter | None
+    ) -> Iterator[tuple[int, float]]:
+        """The tokens the candidate may commit (its open bytes exactly), with their probability."""
+        for position in range(node.lo, node.exact_end):
+            probability = float(candidate.snapshot.probs[position])
+            token = int(self.index.order[position])
+            if probability > 0 and (allows is None or allows((*committed, token), covered)):
+                yield token, probability
 
     def _pin_opens(self, pin: State, committed: State, opened: bytes) -> bool:
         """Whether the pinned path's next token starts with ``opened``."""
@@ -417,6 +422,12 @@ def _prune(weights: list[float], pinned: list[bool], width: int, log_threshold: 
     keep.extend(k for k in ranked[width:] if pinned[k])
     keep.extend(k for k in ranked[:width] if pinned[k] and weights[k] < best + log_threshold)
     return keep
+
+
+def normalised_log(total: np.ndarray) -> np.ndarray:
+    """``log(total / total.sum())``, with -inf where ``total`` is 0."""
+    with np.errstate(divide="ignore"):
+        return np.log(total) - math.log(total.sum())
 
 
 def logsumexp(values: list[float]) -> float:

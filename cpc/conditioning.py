@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from cpc.beam import EOS, Beam, ByteBeam, logsumexp
+from cpc.beam import EOS, Beam, ByteBeam, logsumexp, normalised_log
 from cpc.candidates import Analysis, CandidateFinder
 from cpc.lm import State
 from cpc.pretokenize import ends_inside_character, split_tail
@@ -153,7 +153,7 @@ class Conditioner:
             end += length
             count += 1
         # The tail must start on a character boundary (byte-level tokens may not).
-        while count and _is_continuation(data, end):
+        while count and ends_inside_character(data[:end]):
             count -= 1
             end -= len(pieces[tokens[count]])
         stable = tuple(tokens[:count])
@@ -204,14 +204,6 @@ class Conditioner:
         for path in paths:
             if path.overhang:
                 total[path.overhang[0]] += math.exp(path.logprob - logprob)
-        root = self.beam.index.node(b"")
         for path, snapshot in zip(ending, self.beam.snapshots.get_many([p.tokens for p in ending])):
-            weight = math.exp(path.logprob - logprob)
-            total[root.child_bytes] += weight * snapshot.masses(root.bounds)
-            total[EOS] += weight * snapshot.eos
-        with np.errstate(divide="ignore"):
-            return np.log(total) - math.log(total.sum())
-
-
-def _is_continuation(data: bytes, offset: int) -> bool:
-    return offset < len(data) and data[offset] & 0xC0 == 0x80
+            self.beam.add_next_token(total, math.exp(path.logprob - logprob), snapshot)
+        return normalised_log(total)
