@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 OUT := out
 
-.PHONY: install demo test bench clean
+.PHONY: install demo test bench vscode clean
 
 $(STAMP): pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
@@ -21,15 +21,16 @@ $(STAMP): pyproject.toml Makefile
 
 install: $(STAMP)
 
+# The real server, headless, on the default model: naive and CPC suggestions side by side.
 demo: $(STAMP)
-	@for text in "I bought some apple" "https:" "userNa" "We found a hidden causali" "He introduced an intermediar" "indivi"; do \
-		$(BIN)/cpc analyze "$$text" || exit 1; echo; \
-	done
-	@echo "--- the same analysis with the default model's own tokenizer (Gemma 3 270M) ---"
-	@$(BIN)/cpc analyze "He introduced an intermediar" --model default
+	$(BIN)/python editors/demo.py
 
-test: $(STAMP)
+test: $(STAMP) vscode
 	$(BIN)/python -m pytest
+
+# The VS Code extension: npm packages, compile, unit tests, and the .vsix.
+vscode:
+	cd editors/vscode && npm ci --no-audit --no-fund && npm test && npm run package
 
 bench: $(STAMP)
 	mkdir -p $(OUT)
@@ -38,3 +39,4 @@ bench: $(STAMP)
 
 clean:
 	rm -rf $(VENV) $(OUT) .pytest_cache .hypothesis
+	rm -rf editors/vscode/node_modules editors/vscode/out editors/vscode/cpc-vscode.vsix

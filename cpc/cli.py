@@ -2,11 +2,15 @@
 
     cpc analyze TEXT [--vocab cl100k | --model PATH] [--json]
     cpc score FILE [--model PATH] [--json]
+    cpc complete --prefix-file F [--suffix-file F] [--mode cpc|heal|naive] [--n N] [--max-tokens N] [--json]
+    cpc bench --files GLOB --cases N --seed S [--modes naive,heal,cpc] [--json OUT] [--plot OUT.png]
 
 ``analyze`` prints the seed-003 table: for each split point of the unstable
 tail, the text before it, how many validated tokens start there and the
 first few. ``score`` reads a file through the byte beam and prints its
 byte-level log-probability next to its canonical tokenization's.
+``complete`` completes the text between a prefix and a suffix; ``bench``
+measures completion quality and latency on cursors drawn from real code.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from pathlib import Path
 from collections.abc import Sequence
 
 from cpc.candidates import Analysis, CandidateFinder
+from cpc.generate import MODES
 from cpc.models import ModelError, stderr_progress
 from cpc.tokenizer import LlamaTokenizer, TiktokenTokenizer, Tokenizer
 
@@ -44,6 +49,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     score.add_argument("--threshold", type=float, default=1e-3, help="relative pruning threshold (default 1e-3)")
     score.add_argument("--json", action="store_true", help="print one JSON object")
     score.set_defaults(run=_score)
+
+    complete = commands.add_parser("complete", help="complete the text between a prefix and a suffix")
+    complete.add_argument("--model", default="default", help="a GGUF model: a path, or 'default' / 'smollm2'")
+    complete.add_argument("--prefix-file", required=True, help="the text before the cursor")
+    complete.add_argument("--suffix-file", help="the text after the cursor")
+    complete.add_argument("--mode", choices=MODES, default="cpc", help="how to start generating (default cpc)")
+    complete.add_argument("--n", type=int, default=1, help="distinct completions wanted (default 1)")
+    complete.add_argument("--max-tokens", type=int, default=48, help="generated tokens at most (default 48)")
+    complete.add_argument("--multiline", action="store_true", help="go on past the end of the line")
+    complete.add_argument("--json", action="store_true", help="print one JSON object")
+    complete.set_defaults(run=_complete)
+
+    bench = commands.add_parser("bench", help="completion quality and latency on cursors drawn from real code")
+    bench.add_argument("--files", default="<stdlib>/[a-m]*.py", help="glob of source files; ** is recursive, "
+                       "<stdlib> is this interpreter's standard library (default '<stdlib>/[a-m]*.py')")
+    bench.add_argument("--cases", type=int, default=60, help="cursor positions, half of each kind (default 60)")
+    bench.add_argument("--seed", type=int, default=1)
+    bench.add_argument("--modes", default="naive,heal,cpc", help="comma-separated modes (default naive,heal,cpc)")
+    bench.add_argument("--model", default="default", help="a GGUF model: a path, or 'default' / 'smollm2'")
+    bench.add_argument("--max-tokens", type=int, default=48)
+    bench.add_argument("--json", metavar="OUT", help="write the results as JSON")
+    bench.add_argument("--plot", metavar="OUT.png", help="write a bar chart")
+    bench.set_defaults(run=_bench)
 
     args = parser.parse_args(argv)
     try:
@@ -115,6 +143,49 @@ def _score(args: argparse.Namespace) -> int:
         print(f"  log P(canonical tokens)   {score.logprob_canonical:12.4f}")
         print(f"  difference                {result['difference']:12.4f}  (never negative)")
         print(f"  {score.elapsed_ms / 1000:.1f} s, {score.lm_calls} model calls")
+    return 0
+
+
+def _complete(args: argparse.Namespace) -> int:
+    from cpc.engine import Engine
+    from cpc.generate import Options, generate
+
+    prefix = Path(args.prefix_file).read_text(encoding="utf-8")
+    suffix = Path(args.suffix_file).read_text(encoding="utf-8") if args.suffix_file else ""
+    options = Options(mode=args.mode, n=args.n, max_tokens=args.max_tokens, multiline=args.multiline)
+    engine = Engine.load(args.model, progress=stderr_progress)
+    generation = generate(engine, prefix, suffix, options)
+    if args.json:
+        result = {
+            "completions": [{"text": c.text, "logprob": round(c.logprob, 4)} for c in generation.completions],
+            "elapsed_ms": round(generation.elapsed_ms, 1),
+            "mode": generation.mode,
+            "lm_calls": generation.lm_calls,
+            "model": engine.vocab.name,
+        }
+        print(json.dumps(result))
+    else:
+        for completion in generation.completions:
+            print(f"{completion.logprob:9.3f}  {completion.text!r}")
+        print(f"{generation.mode}: {generation.elapsed_ms:.0f} ms, {generation.lm_calls} model calls", file=sys.stderr)
+    return 0
+
+
+def _bench(args: argparse.Namespace) -> int:
+    from cpc import bench
+    from cpc.engine import Engine
+
+    modes = [mode.strip() for mode in args.modes.split(",") if mode.strip()]
+    unknown = sorted(set(modes) - set(MODES))
+    if unknown:
+        raise ValueError(f"unknown mode(s) {', '.join(unknown)}: choose among {', '.join(MODES)}")
+    engine = Engine.load(args.model, progress=stderr_progress)
+    result = bench.run(engine, args.files, args.cases, args.seed, modes, args.max_tokens, progress=stderr_progress)
+    bench.print_table(result)
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=2))
+    if args.plot:
+        bench.plot(result, args.plot)
     return 0
 
 

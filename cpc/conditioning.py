@@ -42,6 +42,20 @@ _PREFETCH_LIMIT = 48  # canonical tail states fetched up front; the beam fetches
 _PROMPT_BLOCK = 256  # a long prompt is cut in blocks, so it stays the same while the user types
 
 
+def prompt_window(tokens: State | list[int], max_tokens: int) -> State:
+    """The last tokens of a long prompt, at most ``max_tokens``, dropped in whole blocks.
+
+    Cutting in blocks keeps the window's start fixed while the user types,
+    so the KV cache keeps serving it.
+
+    >>> len(prompt_window(range(1000), 512)), prompt_window(range(1000), 512)[0]
+    (488, 512)
+    """
+    excess = len(tokens) - max_tokens
+    dropped = -(-excess // _PROMPT_BLOCK) * _PROMPT_BLOCK if excess > 0 else 0
+    return tuple(tokens[dropped:])
+
+
 @dataclass(frozen=True)
 class CoveringPath:
     """One tokenization of the tail: the state to continue generating from."""
@@ -60,7 +74,7 @@ class Conditioning:
 
     text: str
     prompt: State
-    """BOS and the model's tokens of the stable part, shared by every path."""
+    """BOS (or a FIM head), the model's tokens of the stable part, and the FIM middle: shared by every path."""
     tail: bytes
     """The bytes after the prompt, up to the cursor."""
     paths: list[CoveringPath]
@@ -91,18 +105,29 @@ class Conditioner:
         self.max_paths = max_paths
         self._canonical_cache: OrderedDict[bytes, tuple[int, ...]] = OrderedDict()
 
-    def condition(self, text: str) -> Conditioning:
-        """The covering paths of ``text`` (everything before the cursor), weighed by the model."""
+    def condition(self, text: str, *, head: State | None = None, middle: State = ()) -> Conditioning:
+        """The covering paths of ``text`` (everything before the cursor), weighed by the model.
+
+        The model reads ``head`` (default: the document start), the stable
+        part's tokens, ``middle``, then the tail: a fill-in-the-middle
+        prompt puts the FIM-prefix token in ``head`` and the suffix between
+        the FIM-suffix and FIM-middle tokens in ``middle``.
+        """
         data = text.encode("utf-8")
         prompt, anchor = self._prompt(text, data)
         tail = data[anchor:]
         analysis = self.finder.analyze(text, start=len(data[:anchor].decode("utf-8")))
-        lm_start = self.beam.lm.bos + prompt
+        lm_start = (self.beam.lm.bos if head is None else head) + prompt + middle
         self._prefetch(lm_start, tail)
         beam = self.beam.read(lm_start, tail, allows=self.allows)
         paths = self._paths(beam, analysis, data, anchor) if tail else [CoveringPath(lm_start, 0.0, b"")]
+        if not paths:
+            # Pruning can lose every validated path (rare, for odd text); then the canonical one
+            # serves, unless the tokenizer cannot even spell the tail (a few unassigned code points).
+            canonical = self._canonical_path(lm_start, tail)
+            paths = [canonical] if self.tokenizer.vocab.decode(canonical.tokens[len(lm_start) :]) == tail else []
         logprob = logsumexp([p.logprob for p in paths])
-        next_byte = self._next_byte(paths, logprob)
+        next_byte = self._next_byte(paths, logprob) if paths else np.full(EOS + 1, -np.inf)
         return Conditioning(
             text=text,
             prompt=lm_start,
@@ -156,12 +181,7 @@ class Conditioner:
         while count and ends_inside_character(data[:end]):
             count -= 1
             end -= len(pieces[tokens[count]])
-        stable = tuple(tokens[:count])
-        excess = len(stable) - self.max_prompt_tokens
-        if excess > 0:
-            dropped = -(-excess // _PROMPT_BLOCK) * _PROMPT_BLOCK
-            stable = stable[dropped:]
-        return stable, end
+        return prompt_window(tokens[:count], self.max_prompt_tokens), end
 
     def _prefetch(self, start: State, tail: bytes) -> None:
         """Fetch every snapshot the beam can need in one batched call (the canonical tail states)."""
@@ -196,6 +216,14 @@ class Conditioner:
                     )
         paths.sort(key=lambda path: path.logprob, reverse=True)
         return paths
+
+    def _canonical_path(self, start: State, tail: bytes) -> CoveringPath:
+        """The canonical tokenization of the tail, weighed token by token (one batched call)."""
+        tokens = self._canonical(tail)
+        snapshots = self.beam.snapshots.get_many([start + tokens[:k] for k in range(len(tokens))])
+        position = self.beam.index.position
+        logprob = sum(math.log(s.probs[position[t]]) for s, t in zip(snapshots, tokens))
+        return CoveringPath(start + tokens, logprob, b"")
 
     def _next_byte(self, paths: list[CoveringPath], logprob: float) -> np.ndarray:
         """Next byte (or EOS) after the cursor, marginalised over the paths."""

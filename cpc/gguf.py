@@ -122,6 +122,20 @@ class GGUFModel:
                 special[token] = True
         return pieces, special
 
+    def fim_tokens(self) -> tuple[int, int, int] | None:
+        """The fill-in-the-middle tokens (prefix, suffix, middle), or None when the model has none.
+
+        llama.cpp finds them in the GGUF metadata or by their usual names
+        (``<fim_prefix>``, ``<|fim_prefix|>``, ...).
+        """
+        vocab = self.vocab_handle
+        tokens = (
+            llama_cpp.llama_vocab_fim_pre(vocab),
+            llama_cpp.llama_vocab_fim_suf(vocab),
+            llama_cpp.llama_vocab_fim_mid(vocab),
+        )
+        return None if min(tokens) < 0 else tokens
+
     def end_of_generation_ids(self, special: np.ndarray) -> list[int]:
         """Tokens that end generation (EOS, EOT, ...); they are among the ``special`` ones."""
         is_eog = llama_cpp.llama_vocab_is_eog

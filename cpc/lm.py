@@ -34,7 +34,7 @@ from __future__ import annotations
 import ctypes
 import os
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import llama_cpp
@@ -61,6 +61,10 @@ class LMStats:
     """States answered."""
 
 
+class Cancelled(Exception):
+    """The model's ``interrupt`` asked to stop: the request it served is obsolete."""
+
+
 class LanguageModel(ABC):
     """A batched next-token model over a `Vocabulary`."""
 
@@ -68,6 +72,13 @@ class LanguageModel(ABC):
     bos: State
     """The tokens every state starts with: BOS, or the document separator."""
     stats: LMStats
+    interrupt: Callable[[], bool] | None = None
+    """Polled before each model evaluation (a backend may poll between batches too):
+    when it returns True the call raises `Cancelled`, and the model stays usable."""
+
+    def check_interrupt(self) -> None:
+        if self.interrupt is not None and self.interrupt():
+            raise Cancelled
 
     @abstractmethod
     def next_logprobs(self, states: Sequence[Sequence[int]]) -> np.ndarray:
@@ -168,6 +179,7 @@ class LlamaLM(LanguageModel):
             if len(state) > self.n_ctx:
                 raise ValueError(f"a state of {len(state)} tokens does not fit the context of {self.n_ctx}")
             unique.setdefault(state, len(unique))
+        self.check_interrupt()
         order = list(unique)
         rows = np.empty((len(order), self.n_vocab), dtype=np.float32)
         self.stats.calls += 1
@@ -211,6 +223,10 @@ class LlamaLM(LanguageModel):
             for pos in range(int(reuse[i]), len(state)):
                 work.append((int(state[pos]), pos, int(targets[i]), i if pos == len(state) - 1 else -1))
         for start in range(0, len(work), self.n_batch):
+            if start:
+                # A slot holds at least what it records; whatever an interrupted
+                # batch left past that is removed when the slot is next used.
+                self.check_interrupt()
             chunk = work[start : start + self.n_batch]
             self._fill(chunk)
             self._decode()
@@ -233,11 +249,13 @@ class LlamaLM(LanguageModel):
             return
         llama_cpp.llama_memory_seq_rm(self._memory, best, have, -1)
         prefix = arrays[0][:shared]
+        self._slots[best] = prefix[:have]
         for start in range(have, shared, self.n_batch):
             stop = min(start + self.n_batch, shared)
             self._fill([(int(prefix[pos]), pos, best, -1) for pos in range(start, stop)])
             self._decode()
-        self._slots[best] = prefix
+            self._slots[best] = prefix[:stop]
+            self.check_interrupt()
 
     def _arrange(self, cached: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Pick a slot per state and give it the state's reusable prefix.

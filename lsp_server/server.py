@@ -1,25 +1,303 @@
-"""The pygls server: thin LSP handlers around the `cpc` engine.
+"""The pygls server: thin LSP handlers around a `cpc.session.CompletionSession`.
 
-For now it serves the LSP lifecycle and full document sync (pygls keeps the
-documents); inline completion arrives with the generation stage.
+Each handler converts (document and position in the client's encoding to
+the text before and after the cursor), delegates, and converts back (texts
+to inline-completion items). The engine never runs on the event loop: the
+model loads and completes on one worker thread, so ``didChange`` is handled
+while a completion runs. The newest request for a document wins: an older
+one is stopped at its next model evaluation and answers an empty list, and
+``$/cancelRequest`` stops it the same way. Until the model is loaded,
+requests answer an empty list.
 """
 
 from __future__ import annotations
 
+import asyncio
+import itertools
+import logging
+import re
+import threading
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
+from typing import Any
+
+from lsprotocol import types
+from pygls.exceptions import JsonRpcInvalidParams
 from pygls.lsp.server import LanguageServer
+
+from cpc.lm import Cancelled
+from cpc.models import ModelError
+from cpc.session import CompletionSession
+from lsp_server.settings import Settings
 
 SERVER_NAME = "cpc-lsp"
 SERVER_VERSION = "0.1.0"
+STATUS = "cpc/status"
+"""A custom request: is the model ready, which one, and the request counters."""
+
+_WORD_BEFORE = re.compile(r"\w+$")
+log = logging.getLogger(SERVER_NAME)
+
+
+@dataclass(frozen=True)
+class Cursor:
+    """A position in an open document, split the way the engine needs it."""
+
+    uri: str
+    prefix: str
+    suffix: str
+    word: str
+    """The part of the identifier before the cursor: suggestions replace it, so they start with it."""
+    replace: types.Range
+    """From the start of ``word`` to the cursor, in the client's units."""
 
 
 class CPCServer(LanguageServer):
-    """The language server, with the engine settings it was started with."""
+    """The language server: settings, the session, and the worker thread that runs it."""
 
     def __init__(self, model: str | None) -> None:
         super().__init__(SERVER_NAME, SERVER_VERSION)
-        self.model = model
+        self.model_override = model
+        self.settings = Settings(model=model or "default")
+        self.session = CompletionSession()
+        self.worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cpc-engine")
+        self.load_error: str | None = None
+        self.loading = False
+        self.counts = {"requests": 0, "from_cache": 0, "from_model": 0, "superseded": 0, "stopped": 0, "not_ready": 0}
+        """``superseded``: dropped for a newer request before the model started;
+        ``stopped``: model work stopped early (a newer request, or ``$/cancelRequest``)."""
+        self._latest: dict[str, int] = {}
+        self._tickets = itertools.count()
+        self.in_flight = 0
+        """Requests waiting for the worker or running on it."""
+
+    # -- settings and the model ---------------------------------------------
+
+    def configure(self, raw: Any) -> None:
+        settings, problems = self.settings.updated(raw)
+        if self.model_override:
+            settings = replace(settings, model=self.model_override)
+        for problem in problems:
+            self.show(types.MessageType.Warning, f"cpc-lsp setting ignored: {problem}")
+        reload = settings.engine != self.settings.engine
+        self.settings = settings
+        if reload and (self.session.ready or self.loading or self.load_error):
+            asyncio.ensure_future(self.load_model())
+
+    async def load_model(self) -> None:
+        """Load the model on the worker thread, reporting work-done progress."""
+        settings = self.settings.engine
+        self.loading = True
+        token = str(uuid.uuid4())
+        progress = await self._begin_progress(token, f"cpc: loading {settings.model}")
+        loop = asyncio.get_running_loop()
+
+        def report(message: str, fraction: float) -> None:
+            if progress:
+                value = types.WorkDoneProgressReport(message=message, percentage=int(fraction * 100))
+                loop.call_soon_threadsafe(self.work_done_progress.report, token, value)
+
+        started = time.perf_counter()
+        try:
+            await asyncio.wrap_future(
+                self.worker.submit(
+                    self.session.load,
+                    settings.model,
+                    gpu_layers=settings.gpu_layers,
+                    threads=settings.threads,
+                    progress=report,
+                )
+            )
+        except (ModelError, OSError, ValueError, RuntimeError) as error:
+            self.load_error = str(error)
+            self.show(types.MessageType.Error, f"cpc-lsp could not load the model: {error}")
+        else:
+            self.load_error = None
+            name = self.session.engine.vocab.name
+            self.log(f"model ready: {name} in {time.perf_counter() - started:.1f} s")
+        finally:
+            self.loading = False
+            if progress:
+                self.work_done_progress.end(token, types.WorkDoneProgressEnd(message="done"))
+
+    async def _begin_progress(self, token: str, title: str) -> bool:
+        window = self.client_capabilities.window
+        if not (window and window.work_done_progress):
+            return False
+        try:
+            await self.work_done_progress.create_async(token)
+        except Exception:  # the client refused the token: load without a progress bar
+            return False
+        self.work_done_progress.begin(token, types.WorkDoneProgressBegin(title=title, percentage=0))
+        return True
+
+    # -- requests -------------------------------------------------------------
+
+    def cursor(self, uri: str, position: types.Position) -> Cursor:
+        """The text around ``position``; a clear error for an unknown document or a position off the text."""
+        document = self.workspace.text_documents.get(uri)
+        if document is None:
+            raise JsonRpcInvalidParams(f"unknown document {uri}: it was never opened (textDocument/didOpen)")
+        lines = document.lines
+        line, character = position.line, position.character
+        if line > len(lines) or (line == len(lines) and character > 0) or line < 0 or character < 0:
+            raise JsonRpcInvalidParams(f"position {line}:{character} is outside {uri} ({len(lines)} lines)")
+        text = lines[line].rstrip("\r\n") if line < len(lines) else ""
+        column = _column(text, character, self.workspace.position_codec.client_num_units)
+        if column is None:
+            raise JsonRpcInvalidParams(
+                f"position {line}:{character} is past the end of line {line} or splits a character "
+                f"(positions count {self.workspace.position_encoding} code units)"
+            )
+        start = sum(len(previous) for previous in lines[:line]) + column
+        source = document.source
+        word = _WORD_BEFORE.search(text[:column])
+        word_text = word.group() if word else ""
+        units = self.workspace.position_codec.client_num_units(text[: column - len(word_text)])
+        return Cursor(
+            uri=uri,
+            prefix=source[:start],
+            suffix=source[start:],
+            word=word_text,
+            replace=types.Range(start=types.Position(line, units), end=types.Position(line, character)),
+        )
+
+    async def suggest(self, cursor: Cursor) -> list[str]:
+        """Completions for ``cursor``: from the cache, or from the model unless a newer request came."""
+        self.counts["requests"] += 1
+        ticket = next(self._tickets)
+        self._latest[cursor.uri] = ticket
+        options = self.settings.options
+        if not self.session.ready:
+            self.counts["not_ready"] += 1
+            return []
+        cached = self.session.cached(cursor.uri, cursor.prefix, cursor.suffix, options)
+        if cached is not None:
+            self.counts["from_cache"] += 1
+            return cached.completions
+        if self.settings.debounce_ms:
+            await asyncio.sleep(self.settings.debounce_ms / 1000)
+        stop = threading.Event()
+
+        def cancelled() -> bool:
+            return stop.is_set() or self._latest.get(cursor.uri) != ticket
+
+        if cancelled():
+            self.counts["superseded"] += 1
+            return []
+
+        def work():
+            try:
+                return self.session.complete(cursor.uri, cursor.prefix, cursor.suffix, options, cancelled)
+            except Cancelled:
+                self.counts["stopped"] += 1
+                raise
+
+        self.in_flight += 1
+        try:
+            answer = await asyncio.wrap_future(self.worker.submit(work))
+        except asyncio.CancelledError:
+            stop.set()  # $/cancelRequest: pygls cancelled this task; the worker stops at its next model evaluation
+            raise
+        except Cancelled:
+            return []
+        except Exception as error:  # a failed request must not take the server down
+            log.exception("completion failed")
+            self.show(types.MessageType.Error, f"cpc-lsp: completion failed: {error}")
+            return []
+        finally:
+            self.in_flight -= 1
+        self.counts["from_cache" if answer.from_cache else "from_model"] += 1
+        return answer.completions
+
+    def status(self) -> dict[str, Any]:
+        return {
+            "ready": self.session.ready,
+            "loading": self.loading,
+            "model": self.session.engine.vocab.name if self.session.engine else None,
+            "error": self.load_error,
+            "running": self.in_flight,
+            "settings": self.settings.as_client_json(),
+            **self.counts,
+        }
+
+    # -- messages -------------------------------------------------------------
+
+    def log(self, message: str) -> None:
+        log.info(message)
+        self.window_log_message(types.LogMessageParams(type=types.MessageType.Info, message=message))
+
+    def show(self, kind: types.MessageType, message: str) -> None:
+        log.warning(message)
+        self.window_show_message(types.ShowMessageParams(type=kind, message=message))
+
+
+def _column(line: str, units: int, count: Any) -> int | None:
+    """The character index at ``units`` client code units into ``line``, or None when there is none."""
+    total = 0
+    for index, char in enumerate(line):
+        if total == units:
+            return index
+        total += count(char)
+        if total > units:
+            return None
+    return len(line) if total == units else None
 
 
 def build_server(model: str | None = None) -> CPCServer:
-    """A server ready to start on a transport."""
-    return CPCServer(model)
+    """A server ready to start on a transport; ``model`` (from ``--model``) wins over client settings."""
+    server = CPCServer(model)
+
+    @server.feature(types.INITIALIZE)
+    def initialize(ls: CPCServer, params: types.InitializeParams) -> None:
+        ls.configure(params.initialization_options)
+
+    @server.feature(types.INITIALIZED)
+    async def initialized(ls: CPCServer, params: types.InitializedParams) -> None:
+        await ls.load_model()
+
+    @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
+    def did_change_configuration(ls: CPCServer, params: types.DidChangeConfigurationParams) -> None:
+        ls.configure(params.settings)
+
+    @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
+    def did_close(ls: CPCServer, params: types.DidCloseTextDocumentParams) -> None:
+        ls.session.cache.forget(params.text_document.uri)
+
+    @server.feature(types.TEXT_DOCUMENT_INLINE_COMPLETION, types.InlineCompletionOptions())
+    async def inline_completion(
+        ls: CPCServer, params: types.InlineCompletionParams
+    ) -> types.InlineCompletionList:
+        cursor = ls.cursor(params.text_document.uri, params.position)
+        texts = await ls.suggest(cursor)
+        return types.InlineCompletionList(
+            items=[types.InlineCompletionItem(insert_text=cursor.word + text, range=cursor.replace) for text in texts]
+        )
+
+    @server.feature(types.TEXT_DOCUMENT_COMPLETION, types.CompletionOptions(trigger_characters=["."]))
+    async def completion(ls: CPCServer, params: types.CompletionParams) -> types.CompletionList:
+        cursor = ls.cursor(params.text_document.uri, params.position)
+        texts = await ls.suggest(cursor)
+        return types.CompletionList(
+            is_incomplete=True,
+            items=[
+                types.CompletionItem(
+                    label=cursor.word + text.partition("\n")[0],
+                    kind=types.CompletionItemKind.Text,
+                    detail="cpc",
+                    sort_text=f"{rank:04d}",
+                    filter_text=cursor.word + text,
+                    insert_text_format=types.InsertTextFormat.PlainText,
+                    text_edit=types.TextEdit(range=cursor.replace, new_text=cursor.word + text),
+                )
+                for rank, text in enumerate(texts)
+            ],
+        )
+
+    @server.feature(STATUS)
+    def status(ls: CPCServer, params: Any) -> dict[str, Any]:
+        return ls.status()
+
+    return server

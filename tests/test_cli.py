@@ -98,3 +98,44 @@ def test_score_reports_a_missing_model_or_file(tmp_path):
     assert broken.returncode == 2 and str(corrupt) in broken.stderr
     absent = run_cpc("score", str(tmp_path / "absent.py"), "--model", "smollm2")
     assert absent.returncode == 1 and "absent.py" in absent.stderr
+
+
+@pytest.mark.parametrize("mode", ["cpc", "naive"])
+def test_complete_json_contract(tmp_path, mode):
+    prefix = tmp_path / "prefix.py"
+    suffix = tmp_path / "suffix.py"
+    prefix.write_text("import os\n\n\ndef list_files(directory):\n    return os.listd")
+    suffix.write_text("\n")
+    result = run_cpc("complete", "--model", "smollm2", "--prefix-file", str(prefix), "--suffix-file", str(suffix),
+                     "--mode", mode, "--n", "2", "--max-tokens", "6", "--json")
+    assert result.returncode == 0, result.stderr
+    payload = json.loads(result.stdout)
+    assert payload["mode"] == mode and payload["elapsed_ms"] > 0
+    texts = [c["text"] for c in payload["completions"]]
+    assert texts and len(set(texts)) == len(texts) <= 2
+    assert all(isinstance(c["logprob"], float) and c["logprob"] <= 0 for c in payload["completions"])
+    if mode == "cpc":
+        assert texts[0].startswith("ir")  # os.listd|ir: the cursor is inside the token `listdir`
+
+
+def test_complete_reports_a_missing_prefix_file(tmp_path):
+    result = run_cpc("complete", "--model", "smollm2", "--prefix-file", str(tmp_path / "absent.py"))
+    assert result.returncode == 1 and "absent.py" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_bench_json_contract_and_plot(tmp_path):
+    out, png = tmp_path / "bench.json", tmp_path / "bench.png"
+    result = run_cpc("bench", "--model", "smollm2", "--files", "<stdlib>/json/**/*.py", "--cases", "4",
+                     "--seed", "3", "--modes", "naive,cpc", "--max-tokens", "6", "--json", str(out), "--plot", str(png))
+    assert result.returncode == 0, result.stderr
+    payload = json.loads(out.read_text())
+    assert payload["model"].endswith(".gguf") and set(payload["results"]) == {"naive", "cpc"}
+    for by_kind in payload["results"].values():
+        assert set(by_kind) == {"boundary", "inside"}
+        for row in by_kind.values():
+            assert row["n"] == 2
+            assert {"word_exact", "line_exact", "p50_ms", "p95_ms", "lm_calls"} <= row.keys()
+            assert 0 <= row["line_exact"] <= row["word_exact"] <= 1  # a whole line right has its word right
+            assert row["p95_ms"] >= row["p50_ms"] > 0 and row["lm_calls"] >= 1
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "word" in result.stdout and "cpc_inside_over_boundary" in result.stdout

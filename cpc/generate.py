@@ -1,0 +1,386 @@
+"""Completions of the text around the cursor: three ways to start, one way to go on.
+
+The modes differ only in the state generation starts from, so they can be
+compared on the same requests:
+
+- ``naive``: tokenize the text before the cursor and continue it. When the
+  cursor sits inside a token, the model continues from a tokenization it
+  rarely saw in training.
+- ``heal``: one-token token healing (what HF transformers ships): drop the
+  last token and make the first generated token start with its bytes.
+- ``cpc``: character prefix conditioning. `cpc.conditioning` weighs every
+  tokenization that covers exactly the typed characters; the best covering
+  paths, each extended by its best next tokens, compete in one batched
+  model call, and generation goes on from the winners. A path's token may
+  already reach past the cursor (its *overhang*): that is the start of the
+  completion.
+
+Then every mode continues greedily, the ``n`` alternatives batched together,
+streamed through `cpc.detok` and cut by the stop rules: the end of the line
+(single-line), a line indented less than the cursor's line (multi-line), a
+token or time budget, and the text after the cursor (a completion never
+repeats what follows it). Models with fill-in-the-middle tokens get a FIM
+prompt: the stable prefix in the FIM prefix, the suffix after FIM-suffix,
+and the unstable tail conditioned right after FIM-middle.
+
+    >>> from cpc.engine import Engine
+    >>> engine = Engine.load("smollm2")
+    >>> generation = generate(engine, "import numpy as np\\nx = np.zer", options=Options(max_tokens=4))
+    >>> generation.completions[0].text.startswith("os")
+    True
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from cpc.conditioning import prompt_window
+from cpc.detok import Detokenizer
+from cpc.lm import Cancelled, State
+
+if TYPE_CHECKING:
+    from cpc.engine import Engine
+
+__all__ = ["MODES", "Cancelled", "Completion", "Generation", "Options", "StopRules", "generate", "prompt_frame"]
+
+MODES = ("naive", "heal", "cpc")
+
+
+@dataclass(frozen=True)
+class Options:
+    """How to complete: the mode, how many alternatives, and when to stop."""
+
+    mode: str = "cpc"
+    n: int = 1
+    """Distinct completions wanted (fewer come back when the model offers fewer)."""
+    max_tokens: int = 48
+    multiline: bool = False
+    time_budget_ms: float = 2000.0
+    """Generation stops after this long (the conditioning before it is not counted)."""
+    fim: bool = True
+    """Use a fill-in-the-middle prompt when the model has FIM tokens and there is a suffix."""
+    max_suffix_tokens: int = 256
+    lookahead_paths: int = 4
+    """``cpc``: how many of the best covering paths compete for the first generated token."""
+
+    def __post_init__(self) -> None:
+        if self.mode not in MODES:
+            raise ValueError(f"unknown mode {self.mode!r}: choose one of {', '.join(MODES)}")
+        if self.n < 1 or self.max_tokens < 1:
+            raise ValueError("n and max_tokens must be at least 1")
+
+
+@dataclass(frozen=True)
+class Completion:
+    """One suggestion: the text that goes after the cursor."""
+
+    text: str
+    logprob: float
+    """``log P(tokens | prompt)`` minus, for ``cpc``, ``log P(typed tail | prompt)``."""
+    typed: bytes
+    """The typed bytes that ``tokens`` re-read before the completion (``cpc`` tail, healed token)."""
+    tokens: State
+    """The model's tokens after the prompt: they decode to ``typed``, the completion, and
+    whatever the stop rules cut off."""
+
+
+@dataclass(frozen=True)
+class Generation:
+    completions: list[Completion]
+    mode: str
+    elapsed_ms: float
+    lm_calls: int
+    prompt_tokens: int
+
+
+@dataclass
+class _Start:
+    """A state generation starts from, and what its bytes already hold."""
+
+    tokens: State
+    logprob: float
+    typed: bytes = b""
+    """Bytes after the prompt that were typed (they are not part of the completion)."""
+    shown: bytes = b""
+    """Bytes after the typed ones that the start already holds (a path's overhang)."""
+    allowed: tuple[int, int] | None = None
+    """Index range the first generated token must lie in (token healing)."""
+
+
+@dataclass
+class _Stream:
+    """One alternative being generated."""
+
+    tokens: State
+    prompt_length: int
+    typed: bytes
+    logprob: float
+    detok: Detokenizer
+    text: str = ""
+    done: bool = False
+    generated: int = 0
+
+
+@dataclass(frozen=True)
+class StopRules:
+    """When a completion ends, from what surrounds the cursor.
+
+    >>> rules = StopRules.around("def f():\\n    x = ma", ")\\n    return x", multiline=False)
+    >>> rules.cut("max(a, b))\\n"), rules.cut("max(a, b")
+    ('max(a, b', None)
+    """
+
+    multiline: bool
+    indent: int
+    """Width of the cursor line's indentation: a multi-line completion ends before a line indented less."""
+    suffix_line: str
+    """The rest of the cursor's line: never repeated."""
+    suffix_next: str = field(default="")
+    """The next non-blank line after the cursor's: a multi-line completion ends before it."""
+
+    @classmethod
+    def around(cls, prefix: str, suffix: str, *, multiline: bool) -> StopRules:
+        line = prefix.rpartition("\n")[2]
+        suffix_line, _, rest = suffix.partition("\n")
+        following = next((text for text in rest.split("\n") if text.strip()), "")
+        return cls(
+            multiline=multiline,
+            indent=len(line) - len(line.lstrip(" \t")),
+            suffix_line=suffix_line,
+            suffix_next=following.strip(),
+        )
+
+    def cut(self, text: str) -> str | None:
+        """The final completion when ``text`` has reached a stop, else None."""
+        head = self.suffix_line.strip()
+        if head and head in text:
+            return self.trim(text[: text.index(head)])
+        if not self.multiline:
+            return self.trim(text.partition("\n")[0]) if "\n" in text else None
+        lines = text.split("\n")
+        for number, line in enumerate(lines[1:], start=1):
+            complete = number < len(lines) - 1
+            if not line.strip():
+                continue
+            indent = len(line) - len(line.lstrip(" \t"))
+            if (complete or indent < len(line)) and (
+                indent < self.indent or (self.suffix_next and line.strip() == self.suffix_next)
+            ):
+                return self.trim("\n".join(lines[:number]))
+        return None
+
+    def trim(self, text: str) -> str:
+        """Drop trailing blanks and whatever the text after the cursor already starts with."""
+        text = text.rstrip() if self.multiline else text.rstrip(" \t")
+        for overlap in range(min(len(text), len(self.suffix_line)), 0, -1):
+            if text.endswith(self.suffix_line[:overlap]):
+                return text[:-overlap]
+        return text
+
+
+def generate(
+    engine: Engine,
+    prefix: str,
+    suffix: str = "",
+    options: Options = Options(),
+    cancelled: Callable[[], bool] | None = None,
+) -> Generation:
+    """Complete the text between ``prefix`` (before the cursor) and ``suffix`` (after it).
+
+    ``cancelled`` is polled before each model evaluation (and between the
+    batches of a long prompt); when it returns True the work stops with
+    `cpc.lm.Cancelled`, and every cache stays usable.
+    """
+    engine.lm.interrupt = cancelled
+    try:
+        return _generate(engine, prefix, suffix, options)
+    finally:
+        engine.lm.interrupt = None
+
+
+def _generate(engine: Engine, prefix: str, suffix: str, options: Options) -> Generation:
+    started = time.perf_counter()
+    calls = engine.lm.stats.calls
+    head, middle = prompt_frame(engine, suffix, options)
+    prompt, starts = _starts(engine, prefix, head, middle, options)
+    streams = _first_tokens(engine, starts, options, len(prompt))
+    rules = StopRules.around(prefix, suffix, multiline=options.multiline)
+    for stream in streams:
+        if stream.done:
+            _finish(stream, rules)
+        else:
+            _settle(stream, rules)
+    _continue(engine, streams, rules, options)
+    completions = _distinct(streams, options.n, rules)
+    return Generation(
+        completions=completions,
+        mode=options.mode,
+        elapsed_ms=(time.perf_counter() - started) * 1000,
+        lm_calls=engine.lm.stats.calls - calls,
+        prompt_tokens=len(prompt),
+    )
+
+
+def prompt_frame(engine: Engine, suffix: str, options: Options = Options()) -> tuple[State, State]:
+    """What the model reads before and after the prefix's tokens: ``(head, middle)``.
+
+    Plain prompts are ``BOS + prefix``; with FIM tokens and a suffix,
+    ``[BOS] FIM-prefix + prefix + FIM-suffix suffix FIM-middle``, and the
+    completion (for ``cpc``, the re-read tail first) follows FIM-middle.
+    """
+    fim = engine.model.fim_tokens() if options.fim and suffix else None
+    if fim is None:
+        return engine.lm.bos, ()
+    fim_prefix, fim_suffix, fim_middle = fim
+    suffix_tokens = engine.tokenizer.encode(suffix.encode("utf-8"))[: options.max_suffix_tokens]
+    bos = engine.lm.bos if engine.lm.bos[0] not in engine.vocab.eos_ids else ()
+    return (*bos, fim_prefix), (fim_suffix, *suffix_tokens, fim_middle)
+
+
+def _starts(
+    engine: Engine, prefix: str, head: State, middle: State, options: Options
+) -> tuple[State, list[_Start]]:
+    """The prompt the mode shares, and the states generation may start from."""
+    if options.mode == "cpc":
+        conditioning = engine.conditioner.condition(prefix, head=head, middle=middle)
+        best = conditioning.paths[: max(options.lookahead_paths, options.n)]
+        return conditioning.prompt, [
+            _Start(path.tokens, path.logprob - conditioning.logprob, conditioning.tail, path.overhang)
+            for path in best
+        ]
+    tokens = prompt_window(engine.tokenizer.encode(prefix.encode("utf-8")), engine.conditioner.max_prompt_tokens)
+    if options.mode == "heal" and tokens:
+        prompt = head + tokens[:-1] + middle
+        healed = engine.vocab.pieces[tokens[-1]]
+        return prompt, [_Start(prompt, 0.0, healed, allowed=engine.index.range_starting_with(healed))]
+    prompt = head + tokens + middle
+    return prompt, [_Start(prompt, 0.0)]
+
+
+def _first_tokens(engine: Engine, starts: list[_Start], options: Options, prompt_length: int) -> list[_Stream]:
+    """The ``n`` best (start, first token) pairs, distinct in their bytes, as streams.
+
+    The starts' snapshots are fetched in one batched call (``cpc`` paths that
+    end at the cursor were fetched by the conditioning already).
+    """
+    index = engine.index
+    pieces = engine.vocab.pieces
+    snapshots = engine.beam.snapshots.get_many([start.tokens for start in starts])
+    options_by_bytes: dict[bytes, tuple[float, _Start, int | None]] = {}
+    for start, snapshot in zip(starts, snapshots):
+        lo, hi = start.allowed or (0, len(index))
+        probs = snapshot.probs[lo:hi]
+        total = float(probs.sum()) + (snapshot.eos if start.allowed is None else 0.0)
+        if total <= 0:
+            continue
+        top = np.argsort(probs)[::-1][: options.n]
+        choices: list[tuple[float, int | None]] = [(float(probs[k]), int(index.order[lo + k])) for k in top]
+        if start.allowed is None:
+            choices.append((snapshot.eos, None))
+        for probability, token in choices:
+            if probability <= 0:
+                continue
+            data = start.shown + (pieces[token] if token is not None else b"")
+            logprob = start.logprob + math.log(probability / total)
+            known = options_by_bytes.get(data)
+            if known is None or known[0] < logprob:
+                options_by_bytes[data] = (logprob, start, token)
+    best = sorted(options_by_bytes.values(), key=lambda choice: choice[0], reverse=True)[: options.n]
+    streams = []
+    for logprob, start, token in best:
+        detok = Detokenizer(engine.vocab, context=start.typed)
+        stream = _Stream(start.tokens, prompt_length, start.typed, logprob, detok, detok.push_bytes(start.shown))
+        if token is None:
+            stream.done = True
+        else:
+            # A healed token starts with the typed bytes it replaces.
+            piece = pieces[token][len(start.typed) :] if start.allowed else pieces[token]
+            stream.tokens += (token,)
+            stream.generated = 1
+            stream.text += detok.push_bytes(piece)
+        streams.append(stream)
+    return streams
+
+
+def _continue(engine: Engine, streams: list[_Stream], rules: StopRules, options: Options) -> None:
+    """Greedy decoding of every unfinished stream, one batched model call per step."""
+    banned = engine.vocab.special.copy()
+    eos_ids = sorted(engine.vocab.eos_ids)
+    banned[eos_ids] = False
+    is_eos = np.zeros(len(banned), dtype=bool)
+    is_eos[eos_ids] = True
+    deadline = time.perf_counter() + options.time_budget_ms / 1000
+    room = engine.lm.n_ctx - 1
+    while True:
+        live = [s for s in streams if not s.done]
+        if not live:
+            return
+        if time.perf_counter() > deadline:
+            for stream in live:
+                _finish(stream, rules)
+            return
+        rows = engine.lm.next_logprobs([s.tokens for s in live])
+        rows[:, banned] = -np.inf
+        chosen = rows.argmax(axis=1)
+        for stream, row, token in zip(live, rows, chosen.tolist()):
+            stream.logprob += float(row[token])
+            if is_eos[token]:
+                _finish(stream, rules)
+                continue
+            stream.tokens += (token,)
+            stream.generated += 1
+            stream.text += stream.detok.push(token)
+            if stream.generated >= options.max_tokens or len(stream.tokens) >= room:
+                _finish(stream, rules)
+            else:
+                _settle(stream, rules)
+
+
+def _settle(stream: _Stream, rules: StopRules) -> None:
+    """Apply the stop rules to the text so far.
+
+    Bytes that are not UTF-8 end the completion: an editor gets whole
+    characters, never U+FFFD.
+    """
+    broken = stream.text.find("\ufffd")
+    if broken >= 0:
+        stream.text = stream.text[:broken]
+        _finish(stream, rules)
+        return
+    final = rules.cut(stream.text)
+    if final is not None:
+        stream.text = final
+        stream.done = True
+
+
+def _finish(stream: _Stream, rules: StopRules) -> None:
+    """End the stream: an unfinished last character is dropped, the stop rules cut and trim."""
+    final = rules.cut(stream.text)
+    stream.text = final if final is not None else rules.trim(stream.text)
+    stream.done = True
+
+
+def _distinct(streams: list[_Stream], n: int, rules: StopRules) -> list[Completion]:
+    """Non-empty completions, best first, each text once."""
+    seen: set[str] = set()
+    completions = []
+    for stream in sorted(streams, key=lambda s: s.logprob, reverse=True):
+        if not stream.text or stream.text in seen:
+            continue
+        seen.add(stream.text)
+        completions.append(
+            Completion(
+                text=stream.text,
+                logprob=stream.logprob,
+                typed=stream.typed,
+                tokens=stream.tokens[stream.prompt_length :],
+            )
+        )
+    return completions[:n]
+

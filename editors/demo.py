@@ -1,0 +1,82 @@
+"""`make demo`: a real completion through the real server, naive and CPC side by side.
+
+A headless editor starts `cpc-lsp` on the default model, opens real code
+(standard-library modules), types a word key by key so that the cursor ends
+inside one of the model's tokens, and shows what the server suggests in
+``naive`` mode (tokenize the typed text and continue) and in ``cpc`` mode
+(character prefix conditioning).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import re
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from cpc.gguf import GGUFModel  # noqa: E402
+from cpc.vocab import Vocabulary  # noqa: E402
+from lsp_server.headless import HeadlessEditor  # noqa: E402
+
+# (module, the line to type, how much of it to type)
+EXAMPLES = [
+    ("textwrap", "        self.width = width", "        self.width = wid"),
+    ("json.decoder", "        self.parse_float = parse_float or float", "        self.parse_float = parse_flo"),
+    ("argparse", "        self.option_strings = option_strings", "        self.option_strings = option_str"),
+]
+
+
+def progress(message: str, percentage: int | None) -> None:
+    shown = f" {percentage}%" if percentage is not None else ""
+    print(f"  [server] {message}{shown}", file=sys.stderr, flush=True)
+
+
+def token_view(model: GGUFModel, vocab: Vocabulary, line: str, typed: str) -> str:
+    """The model's tokens of the whole line, with a bar where the cursor cuts one."""
+    pieces, cut = [], len(typed.encode())
+    offset = 0
+    for token in model.tokenize(line.encode()):
+        piece = vocab.pieces[token]
+        if offset < cut < offset + len(piece):
+            k = cut - offset
+            pieces.append(f"[{piece[:k].decode(errors='replace')}|{piece[k:].decode(errors='replace')}]")
+        else:
+            pieces.append(f"[{piece.decode(errors='replace')}]")
+        offset += len(piece)
+    return "".join(pieces)
+
+
+async def main() -> int:
+    model = GGUFModel.open("default", vocab_only=True)
+    vocab = Vocabulary.from_gguf(model)
+    print("Starting cpc-lsp on the default model (Gemma 3 270M)...", file=sys.stderr)
+    async with HeadlessEditor(["--model", "default"], on_progress=progress) as editor:
+        for module, line, typed in EXAMPLES:
+            source = Path(importlib.import_module(module).__file__).read_text(encoding="utf-8")
+            start = source.index(line + "\n")
+            word_start = len(typed.rstrip("abcdefghijklmnopqrstuvwxyz_"))
+            await editor.open(f"file:///demo/{module}.py", source[: start + word_start] + "\n" + source[start + len(line) :],
+                              cursor=start + word_start)
+            answers = {}
+            for mode in ("naive", "cpc"):
+                editor.configure(mode=mode)
+                if mode == "naive":
+                    for char in typed[word_start:]:  # typed key by key, a request after each, as an editor does
+                        editor.type(char)
+                        await editor.suggest()
+                answers[mode] = await editor.suggest()
+            rest = re.match(r"\w*", line[len(typed) :]).group()
+            print(f"\n{module}.py, cursor after {typed.strip()!r} (the file has {line.strip()!r})")
+            print(f"  the model's tokens of the line: {token_view(model, vocab, line, typed)}")
+            for mode, title in (("naive", "tokenize and continue"), ("cpc", "character prefix conditioning")):
+                text = answers[mode]
+                verdict = "finishes the word" if re.match(r"\w*", text).group() == rest else "does not finish the word"
+                print(f"  {mode:5} ({title}): {typed.strip()}|{text!r:30} {verdict}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(asyncio.run(main()))

@@ -1,0 +1,43 @@
+-- LSP config for cpc-lsp (Neovim >= 0.12), see editors/neovim/README.md.
+--
+-- Put this file on 'runtimepath' as lsp/cpc.lua (for example copy it to
+-- ~/.config/nvim/lsp/cpc.lua, or prepend the repository's editors/neovim to
+-- 'runtimepath'), then in init.lua:
+--
+--   vim.lsp.config('cpc', { cmd = { '/path/to/repo/.venv/bin/cpc-lsp', '--stdio' } })
+--   vim.lsp.enable('cpc')
+--   vim.lsp.inline_completion.enable()
+--
+-- Anything given to vim.lsp.config('cpc', {...}) is merged over this table.
+-- The values below are the server's defaults (keep them equal to
+-- `require('cpc').defaults` in lua/cpc.lua; tests/test_neovim.py checks it).
+local options = {
+  model = 'default', -- 'default' (Gemma 3 270M), 'smollm2', or a path to a GGUF file
+  gpuLayers = 0, -- layers to offload to the GPU (0: CPU only)
+  threads = 0, -- CPU threads for the model (0: the server decides)
+  mode = 'cpc', -- 'cpc' | 'heal' | 'naive'
+  multiline = false, -- allow suggestions that span several lines
+  maxTokens = 48, -- most tokens generated per suggestion
+  items = 1, -- suggestions per request (cycle with vim.lsp.inline_completion.select())
+  debounceMs = 30, -- server-side debounce, on top of Neovim's own 200 ms
+}
+
+---@type vim.lsp.Config
+return {
+  -- `cpc-lsp` must be executable (on $PATH); otherwise Neovim refuses to start
+  -- the client. Override `cmd` with the absolute path of the venv's cpc-lsp.
+  cmd = { 'cpc-lsp', '--stdio' },
+  -- No `filetypes`: the server completes any text, so it attaches to every
+  -- buffer that has a filetype and is a real file.
+  root_markers = { '.git' },
+  -- One server (one loaded model) for every buffer, whatever its project.
+  reuse_client = function(client, config)
+    return client.name == config.name and not client:is_stopped()
+  end,
+  -- Sent once, in the `initialize` request. No `settings` here on purpose:
+  -- Neovim sends workspace/didChangeConfiguration right after `initialized`
+  -- whenever `settings` is non-empty. Change settings of a running server with
+  -- require('cpc').update({...}) (lua/cpc.lua), which sends
+  -- workspace/didChangeConfiguration { settings = { cpc = {...} } }.
+  init_options = options,
+}

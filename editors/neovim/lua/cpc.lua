@@ -1,0 +1,323 @@
+-- cpc-lsp inline completions for Neovim >= 0.12.
+--
+--   vim.opt.runtimepath:prepend('/path/to/repo/editors/neovim')
+--   require('cpc').setup({ cmd = { '/path/to/repo/.venv/bin/cpc-lsp', '--stdio' } })
+--
+-- See editors/neovim/README.md for every option.
+local M = {}
+
+--- The server's settings, sent as `initializationOptions` and, on
+--- M.update(), as workspace/didChangeConfiguration { settings = { cpc = ... } }.
+--- Keep equal to `options` in lsp/cpc.lua.
+M.defaults = {
+  model = 'default', -- 'default' (Gemma 3 270M), 'smollm2', or a path to a GGUF file
+  gpuLayers = 0, -- layers offloaded to the GPU (0: CPU only)
+  threads = 0, -- CPU threads for the model (0: the server decides)
+  mode = 'cpc', -- 'cpc' | 'heal' | 'naive'
+  multiline = false, -- allow suggestions spanning several lines
+  maxTokens = 48, -- most tokens generated per suggestion
+  items = 1, -- suggestions per request (cycle with vim.lsp.inline_completion.select())
+  debounceMs = 30, -- server-side debounce, on top of Neovim's own 200 ms
+}
+
+--- Options of setup() that are about Neovim, not the server.
+M.editor_defaults = {
+  cmd = { 'cpc-lsp', '--stdio' }, -- absolute path recommended: '/path/to/repo/.venv/bin/cpc-lsp'
+  log_file = nil, -- adds `--log-file PATH` to cmd
+  filetypes = nil, -- nil: every filetype
+  root_markers = { '.git' },
+  enable = true, -- call vim.lsp.enable('cpc') and vim.lsp.inline_completion.enable()
+  progress = true, -- echo the server's model-loading progress
+  keymaps = {
+    accept = '<Tab>', -- insert mode: accept the suggestion, else the key itself
+    next = '<M-n>', -- insert mode: next suggestion (needs items > 1)
+    prev = '<M-p>', -- insert mode: previous suggestion
+  },
+  config = {}, -- extra vim.lsp.Config fields (capabilities, on_attach, ...)
+}
+
+local types = {
+  model = 'string',
+  gpuLayers = 'number',
+  threads = 'number',
+  mode = 'string',
+  multiline = 'boolean',
+  maxTokens = 'number',
+  items = 'number',
+  debounceMs = 'number',
+}
+local modes = { cpc = true, heal = true, naive = true }
+
+--- The settings in force (after setup()/update()).
+M.settings = vim.deepcopy(M.defaults)
+
+local function check_settings(settings)
+  for key, value in pairs(settings) do
+    if not types[key] then
+      error(('cpc: unknown setting %q'):format(key), 3)
+    end
+    vim.validate(key, value, types[key])
+    if key == 'mode' and not modes[value] then
+      error(('cpc: mode must be "cpc", "heal" or "naive", not %q'):format(value), 3)
+    end
+  end
+end
+
+local function has_inline_completion()
+  return vim.lsp.config ~= nil and vim.lsp.enable ~= nil and vim.lsp.inline_completion ~= nil
+end
+
+--- Apply an accepted suggestion (a vim.lsp.inline_completion.Item) the way
+--- Neovim's default accept does (its `range` replaced by its `insertText`, the
+--- cursor put after it), with one difference: characters typed after the
+--- request was sent that agree with the suggestion are replaced too. Neovim
+--- keeps showing the previous suggestion until the next answer arrives (200 ms
+--- debounce + the server's time), and its default accept would keep such
+--- characters in front of the suggestion's tail ("self.widt" + "width" ->
+--- "self.widtht"). Returns false, changing nothing, when the characters typed
+--- since disagree with the suggestion.
+---@param item vim.lsp.inline_completion.Item
+---@param bufnr? integer
+---@return boolean applied
+function M.apply(item, bufnr)
+  if bufnr == nil or bufnr == 0 then
+    bufnr = vim.api.nvim_get_current_buf()
+  end
+  local text = item.insert_text
+  if type(text) ~= 'string' then
+    vim.snippet.expand(text.value)
+  elseif not item.range then
+    vim.api.nvim_paste(text, false, 0)
+  else
+    local win = vim.fn.bufwinid(bufnr)
+    local srow, scol = item.range.start.row, item.range.start.col
+    local erow, ecol = item.range.end_.row, item.range.end_.col
+    local cursor = vim.api.nvim_win_get_cursor(win)
+    local crow, ccol = cursor[1] - 1, cursor[2]
+    local line = vim.api.nvim_buf_get_lines(bufnr, erow, erow + 1, false)[1] or ''
+    if crow == erow and srow == erow and ccol > ecol then
+      if not vim.startswith(text, line:sub(scol + 1, ccol)) then
+        return false
+      end
+      ecol = ccol
+    end
+    ecol = math.min(ecol, #line) -- characters deleted since the request
+    local lines = vim.split(text, '\n', { plain = true })
+    vim.api.nvim_buf_set_text(bufnr, srow, scol, erow, ecol, lines)
+    vim.api.nvim_win_set_cursor(win, {
+      srow + #lines,
+      (#lines == 1 and scol or 0) + #lines[#lines],
+    })
+  end
+  if item.command then
+    local client = vim.lsp.get_client_by_id(item.client_id)
+    if client then
+      client:exec_cmd(item.command, { bufnr = bufnr })
+    end
+  end
+  return true
+end
+
+--- Accept the shown suggestion (M.apply); when there is none, or it is out of
+--- date, feed `fallback` (a key in 'keycodes' notation) instead.
+---@param fallback string
+---@return function expr mapping
+function M.accept_or(fallback)
+  return function()
+    local shown = vim.lsp.inline_completion.get({
+      on_accept = function(item)
+        if not M.apply(item) then
+          vim.api.nvim_feedkeys(vim.keycode(fallback), 'n', false)
+        end
+      end,
+    })
+    return shown and '' or fallback
+  end
+end
+
+local function set_keymaps(keymaps)
+  if not keymaps then
+    return
+  end
+  if keymaps.accept then
+    vim.keymap.set('i', keymaps.accept, M.accept_or(keymaps.accept), {
+      expr = true,
+      replace_keycodes = true,
+      desc = 'cpc: accept the inline completion',
+    })
+  end
+  if keymaps.next then
+    vim.keymap.set('i', keymaps.next, function()
+      vim.lsp.inline_completion.select({ count = 1 })
+    end, { desc = 'cpc: next inline completion' })
+  end
+  if keymaps.prev then
+    vim.keymap.set('i', keymaps.prev, function()
+      vim.lsp.inline_completion.select({ count = -1 })
+    end, { desc = 'cpc: previous inline completion' })
+  end
+end
+
+local progress_autocmd
+local function echo_progress()
+  if progress_autocmd then
+    return
+  end
+  progress_autocmd = vim.api.nvim_create_autocmd('LspProgress', {
+    group = vim.api.nvim_create_augroup('cpc.progress', { clear = true }),
+    pattern = { 'begin', 'end' },
+    callback = function(ev)
+      local client = vim.lsp.get_client_by_id(ev.data.client_id)
+      if not client or client.name ~= 'cpc' then
+        return
+      end
+      local value = ev.data.params.value or {}
+      local text = value.title or value.message or value.kind
+      if value.kind == 'end' then
+        text = value.message or 'ready'
+      end
+      text = tostring(text)
+      vim.api.nvim_echo({ { text:match('^cpc') and text or ('cpc: ' .. text) } }, false, {})
+    end,
+  })
+end
+
+--- Parse `key=value` words of :CpcSet.
+local function parse_assignments(fargs)
+  local settings = {}
+  for _, word in ipairs(fargs) do
+    local key, raw = word:match('^([%w_]+)=(.*)$')
+    if not key then
+      error(('cpc: expected key=value, got %q'):format(word), 0)
+    end
+    local value
+    if types[key] == 'boolean' then
+      value = raw == 'true' or raw == '1' or raw == 'on'
+    elseif types[key] == 'number' then
+      value = tonumber(raw)
+      if value == nil then
+        error(('cpc: %s must be a number, not %q'):format(key, raw), 0)
+      end
+    else
+      value = raw
+    end
+    settings[key] = value
+  end
+  return settings
+end
+
+--- :CpcToggle and :CpcSet (also created by plugin/cpc.lua).
+function M.create_commands()
+  vim.api.nvim_create_user_command('CpcToggle', function()
+    M.toggle()
+  end, { desc = 'cpc: toggle inline completions' })
+  vim.api.nvim_create_user_command('CpcSet', function(args)
+    M.update(parse_assignments(args.fargs))
+  end, {
+    nargs = '+',
+    desc = 'cpc: change settings of the running server, e.g. :CpcSet mode=heal maxTokens=32',
+    complete = function()
+      local keys = vim.tbl_keys(types)
+      table.sort(keys)
+      return vim.tbl_map(function(k)
+        return k .. '='
+      end, keys)
+    end,
+  })
+end
+
+--- Configure, enable and map cpc-lsp's inline completions.
+---
+--- Takes the server settings (M.defaults' keys) and the editor options
+--- (M.editor_defaults' keys) in one flat table.
+---@param opts? table
+function M.setup(opts)
+  opts = opts or {}
+  if not has_inline_completion() then
+    error('cpc: needs Neovim >= 0.12 (vim.lsp.config, vim.lsp.enable, vim.lsp.inline_completion)')
+  end
+
+  local settings = vim.deepcopy(M.defaults)
+  local editor = vim.deepcopy(M.editor_defaults)
+  for key, value in pairs(opts) do
+    if types[key] then
+      settings[key] = value
+    elseif key == 'keymaps' and type(value) == 'table' then
+      -- merged over the default keymaps; set one to false to leave that key alone
+      editor.keymaps = vim.tbl_extend('force', M.editor_defaults.keymaps, value)
+    elseif M.editor_defaults[key] ~= nil or key == 'log_file' or key == 'filetypes' then
+      editor[key] = value
+    else
+      error(('cpc: unknown option %q'):format(key), 2)
+    end
+  end
+  check_settings(settings)
+  M.settings = settings
+
+  local cmd = editor.cmd
+  if type(cmd) == 'string' then
+    cmd = { cmd, '--stdio' }
+  end
+  cmd = vim.deepcopy(cmd)
+  if editor.log_file then
+    vim.list_extend(cmd, { '--log-file', vim.fs.normalize(editor.log_file) })
+  end
+  if type(cmd[1]) == 'string' and vim.fn.executable(cmd[1]) ~= 1 then
+    vim.notify(
+      ('cpc: %q is not executable, so Neovim will not start the server; '
+        .. "set cmd to the venv's cpc-lsp (e.g. /path/to/repo/.venv/bin/cpc-lsp)"):format(cmd[1]),
+      vim.log.levels.WARN
+    )
+  end
+
+  local config = vim.tbl_extend('force', {
+    cmd = cmd,
+    filetypes = editor.filetypes,
+    root_markers = editor.root_markers,
+    -- One server (one loaded model) for every buffer, whatever its project.
+    reuse_client = function(client, client_config)
+      return client.name == client_config.name and not client:is_stopped()
+    end,
+    init_options = vim.deepcopy(settings),
+  }, editor.config or {})
+  vim.lsp.config('cpc', config)
+
+  if editor.enable then
+    vim.lsp.enable('cpc')
+    vim.lsp.inline_completion.enable()
+  end
+  set_keymaps(editor.keymaps)
+  if editor.progress then
+    echo_progress()
+  end
+  M.create_commands()
+  return M
+end
+
+--- Change settings of running cpc clients (workspace/didChangeConfiguration,
+--- with every setting: the client's current ones with `settings` over them)
+--- and of clients started later (merged into vim.lsp.config('cpc').init_options).
+---@param settings table subset of M.defaults' keys
+function M.update(settings)
+  check_settings(settings)
+  M.settings = vim.tbl_extend('force', M.settings, settings)
+  vim.lsp.config('cpc', { init_options = vim.deepcopy(settings) })
+  for _, client in ipairs(vim.lsp.get_clients({ name = 'cpc' })) do
+    local current = (client.settings or {}).cpc or client.config.init_options or M.defaults
+    local merged = vim.tbl_extend('force', vim.deepcopy(current), settings)
+    client.settings = vim.tbl_extend('force', client.settings or {}, { cpc = merged })
+    client:notify('workspace/didChangeConfiguration', { settings = { cpc = vim.deepcopy(merged) } })
+  end
+end
+
+--- Turn automatic inline completions on or off (all buffers).
+---@param enable? boolean default: the opposite of the current state
+function M.toggle(enable)
+  if enable == nil then
+    enable = not vim.lsp.inline_completion.is_enabled()
+  end
+  vim.lsp.inline_completion.enable(enable)
+  vim.api.nvim_echo({ { 'cpc: inline completions ' .. (enable and 'on' or 'off') } }, false, {})
+end
+
+return M

@@ -1,0 +1,239 @@
+/*
+ * Pure logic of the extension: reading the `cpc` settings, validating them,
+ * and turning them into the server's initializationOptions and command line.
+ *
+ * This module must not import `vscode` (nor `vscode-languageclient`, which
+ * imports it): the unit tests run it with Node alone.
+ */
+
+/** The settings section, as in `cpc.model`. */
+export const CONFIG_SECTION = 'cpc';
+
+/** Output channel name, and the client's display name. */
+export const CHANNEL_NAME = 'CPC';
+
+/** Conditioning modes the server understands. */
+export const MODES = ['cpc', 'heal', 'naive'] as const;
+export type Mode = (typeof MODES)[number];
+
+/** The settings sent to the server in `initialize` (camelCase, exactly these keys). */
+export interface InitializationOptions {
+    model: string;
+    gpuLayers: number;
+    threads: number;
+    mode: Mode;
+    multiline: boolean;
+    maxTokens: number;
+    items: number;
+    debounceMs: number;
+}
+
+/** Every setting of the extension, validated. */
+export interface CpcSettings extends InitializationOptions {
+    serverPath: string;
+    serverArgs: string[];
+}
+
+export const DEFAULTS: Readonly<CpcSettings> = Object.freeze({
+    model: 'default',
+    gpuLayers: 0,
+    threads: 0,
+    mode: 'cpc',
+    multiline: false,
+    maxTokens: 48,
+    items: 1,
+    debounceMs: 30,
+    serverPath: 'cpc-lsp',
+    serverArgs: Object.freeze([]) as unknown as string[],
+});
+
+/** The keys of initializationOptions, in the order they are sent. */
+export const INITIALIZATION_KEYS: readonly (keyof InitializationOptions)[] = [
+    'model',
+    'gpuLayers',
+    'threads',
+    'mode',
+    'multiline',
+    'maxTokens',
+    'items',
+    'debounceMs',
+];
+
+/** Settings that shape the command line: changing one restarts the server. */
+export const RESTART_KEYS: readonly (keyof CpcSettings)[] = ['serverPath', 'serverArgs'];
+
+/** Where settings come from: a `vscode.WorkspaceConfiguration` or a plain object. */
+export interface SettingsSource {
+    get(key: string): unknown;
+}
+
+/** What `~`, `${userHome}` and `${workspaceFolder}` expand to. */
+export interface PathContext {
+    home?: string;
+    workspaceFolder?: string;
+}
+
+function isSource(value: unknown): value is SettingsSource {
+    return typeof value === 'object' && value !== null && typeof (value as SettingsSource).get === 'function';
+}
+
+/** An integer >= min, or the fallback when the value is not a finite number. */
+export function toInteger(value: unknown, fallback: number, min: number): number {
+    let n: number;
+    if (typeof value === 'number') {
+        n = value;
+    } else if (typeof value === 'string' && value.trim() !== '') {
+        n = Number(value);
+    } else {
+        return fallback;
+    }
+    if (!Number.isFinite(n)) {
+        return fallback;
+    }
+    return Math.max(min, Math.trunc(n));
+}
+
+function toBoolean(value: unknown, fallback: boolean): boolean {
+    if (typeof value === 'boolean') {
+        return value;
+    }
+    if (value === 'true') {
+        return true;
+    }
+    if (value === 'false') {
+        return false;
+    }
+    return fallback;
+}
+
+function toNonEmptyString(value: unknown, fallback: string): string {
+    if (typeof value !== 'string') {
+        return fallback;
+    }
+    const trimmed = value.trim();
+    return trimmed === '' ? fallback : trimmed;
+}
+
+function toMode(value: unknown): Mode {
+    if (typeof value === 'string') {
+        const lower = value.trim().toLowerCase();
+        if ((MODES as readonly string[]).includes(lower)) {
+            return lower as Mode;
+        }
+    }
+    return DEFAULTS.mode;
+}
+
+function toStringArray(value: unknown): string[] {
+    if (!Array.isArray(value)) {
+        return [];
+    }
+    return value
+        .filter((v) => typeof v === 'string' || typeof v === 'number' || typeof v === 'boolean')
+        .map((v) => String(v));
+}
+
+/**
+ * Expand a leading `~` (alone or followed by `/`), `${userHome}` and
+ * `${workspaceFolder}`. A variable with no value in `ctx` is left as is.
+ */
+export function expandPath(path: string, ctx: PathContext = {}): string {
+    let out = path;
+    if (ctx.home !== undefined) {
+        if (out === '~') {
+            out = ctx.home;
+        } else if (out.startsWith('~/') || out.startsWith('~\\')) {
+            out = ctx.home + out.slice(1);
+        }
+        out = out.split('${userHome}').join(ctx.home);
+    }
+    if (ctx.workspaceFolder !== undefined) {
+        out = out.split('${workspaceFolder}').join(ctx.workspaceFolder);
+    }
+    return out;
+}
+
+/** The model setting: a name (`default`, `smollm2`) stays as is, a path is expanded. */
+export function resolveModel(model: string, ctx: PathContext = {}): string {
+    return expandPath(model, ctx);
+}
+
+/**
+ * Read and validate every setting. Missing or ill-typed values fall back to
+ * the defaults; integers are truncated and clamped (items >= 1,
+ * maxTokens >= 1, threads >= 0, debounceMs >= 0, gpuLayers >= -1).
+ */
+export function readSettings(source: SettingsSource | Record<string, unknown> | undefined, ctx: PathContext = {}): CpcSettings {
+    const get = isSource(source)
+        ? (key: string) => source.get(key)
+        : (key: string) => (source === undefined ? undefined : (source as Record<string, unknown>)[key]);
+    return {
+        model: resolveModel(toNonEmptyString(get('model'), DEFAULTS.model), ctx),
+        gpuLayers: toInteger(get('gpuLayers'), DEFAULTS.gpuLayers, -1),
+        threads: toInteger(get('threads'), DEFAULTS.threads, 0),
+        mode: toMode(get('mode')),
+        multiline: toBoolean(get('multiline'), DEFAULTS.multiline),
+        maxTokens: toInteger(get('maxTokens'), DEFAULTS.maxTokens, 1),
+        items: toInteger(get('items'), DEFAULTS.items, 1),
+        debounceMs: toInteger(get('debounceMs'), DEFAULTS.debounceMs, 0),
+        serverPath: expandPath(toNonEmptyString(get('serverPath'), DEFAULTS.serverPath), ctx),
+        serverArgs: toStringArray(get('serverArgs')).map((arg) => expandPath(arg, ctx)),
+    };
+}
+
+/** The `initializationOptions` of the `initialize` request. */
+export function initializationOptions(settings: CpcSettings): InitializationOptions {
+    return {
+        model: settings.model,
+        gpuLayers: settings.gpuLayers,
+        threads: settings.threads,
+        mode: settings.mode,
+        multiline: settings.multiline,
+        maxTokens: settings.maxTokens,
+        items: settings.items,
+        debounceMs: settings.debounceMs,
+    };
+}
+
+/** The server process, in the shape of vscode-languageclient's `Executable` (transport: stdio). */
+export interface ServerExecutable {
+    command: string;
+    args: string[];
+    options: { shell: false };
+}
+
+/**
+ * The command that starts the server. Only `cpc.serverArgs` go on the
+ * command line; the model and generation settings travel in
+ * initializationOptions. No transport flag is added: the client talks to
+ * the process over stdin/stdout, which is cpc-lsp's default.
+ */
+export function serverExecutable(settings: CpcSettings): ServerExecutable {
+    return {
+        command: settings.serverPath,
+        args: [...settings.serverArgs],
+        options: { shell: false },
+    };
+}
+
+/** Documents the client serves: any language, saved files and untitled buffers. */
+export function documentSelector(): { scheme: string }[] {
+    return [{ scheme: 'file' }, { scheme: 'untitled' }];
+}
+
+/**
+ * Whether a configuration change needs a server restart. `affects` is
+ * `ConfigurationChangeEvent.affectsConfiguration`.
+ */
+export function needsRestart(affects: (section: string) => boolean): boolean {
+    return RESTART_KEYS.some((key) => affects(`${CONFIG_SECTION}.${key}`));
+}
+
+/** The message shown when the server cannot be started. */
+export function startFailureMessage(settings: CpcSettings, error: unknown): string {
+    const reason = error instanceof Error ? error.message : String(error);
+    return (
+        `CPC: could not start the language server "${settings.serverPath}" (${reason}). ` +
+        'Put cpc-lsp on PATH or set "cpc.serverPath" to its full path, e.g. /path/to/repo/.venv/bin/cpc-lsp.'
+    );
+}

@@ -1,0 +1,115 @@
+"""Generation with the real models: the three modes, stop rules, FIM framing, cancellation."""
+
+from __future__ import annotations
+
+import importlib
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from cpc.generate import Cancelled, Options, StopRules, generate, prompt_frame
+
+from strategies import code_text
+
+TEXTWRAP = open(importlib.import_module("textwrap").__file__, encoding="utf-8").read()
+
+
+def rereads_the_prefix(engine, prefix: str, completion) -> bool:
+    """The completion's tokens decode to typed bytes of the prefix, then the completion."""
+    decoded = engine.vocab.decode(completion.tokens)
+    return prefix.encode().endswith(completion.typed) and decoded.startswith(completion.typed + completion.text.encode())
+
+
+@pytest.mark.parametrize("mode", ["naive", "heal", "cpc"])
+def test_every_mode_completes_real_code(engine, mode):
+    cursor = TEXTWRAP.index("self.width = width") + len("self.wid")
+    generation = generate(engine, TEXTWRAP[:cursor], options=Options(mode=mode, max_tokens=8))
+    assert generation.mode == mode and generation.lm_calls >= 1
+    assert generation.completions, "the model offered something"
+    completion = generation.completions[0]
+    assert "\n" not in completion.text
+    assert rereads_the_prefix(engine, TEXTWRAP[:cursor], completion)
+
+
+def test_cpc_finishes_a_word_cut_inside_a_token(engine):
+    """`self.wid|th`: the canonical tokens of `width` do not end at the cursor."""
+    cursor = TEXTWRAP.index("self.width = width") + len("self.wid")
+    completion = generate(engine, TEXTWRAP[:cursor], options=Options(max_tokens=6)).completions[0]
+    assert completion.text.startswith("th")
+    assert completion.typed.endswith(b"wid")
+
+
+def test_n_alternatives_are_distinct(engine):
+    generation = generate(engine, "def load_config(pa", options=Options(n=3, max_tokens=6))
+    texts = [c.text for c in generation.completions]
+    assert len(texts) >= 2 and len(set(texts)) == len(texts)
+    assert [c.logprob for c in generation.completions] == sorted((c.logprob for c in generation.completions), reverse=True)
+
+
+def test_multiline_stops_at_a_dedent(engine):
+    prefix = "def add(a, b):\n    total = a + b\n    ret"
+    completion = generate(engine, prefix, options=Options(multiline=True, max_tokens=40)).completions[0]
+    assert completion.text.startswith("urn")
+    for line in completion.text.split("\n")[1:]:
+        assert not line.strip() or line.startswith("    "), completion.text
+
+
+def test_the_text_after_the_cursor_is_not_repeated(engine):
+    generation = generate(engine, "print(max(a, b", ")\n", options=Options(n=3, max_tokens=8))
+    for completion in generation.completions:
+        assert not completion.text.endswith(")"), completion.text
+
+
+def test_cancellation_stops_the_request(engine):
+    calls = []
+
+    def cancelled() -> bool:
+        calls.append(1)
+        return len(calls) > 1
+
+    with pytest.raises(Cancelled):
+        generate(engine, TEXTWRAP[:2000], options=Options(max_tokens=40), cancelled=cancelled)
+
+
+def test_fim_prompt_frames_the_tail_after_fim_middle(engine, monkeypatch):
+    """The framing logic, with three of the model's control tokens standing in for FIM tokens
+    (neither test model ships FIM tokens; llama.cpp reports none)."""
+    assert engine.model.fim_tokens() is None
+    assert prompt_frame(engine, "rest()") == (engine.lm.bos, ())
+    special = [t for t in range(len(engine.vocab)) if engine.vocab.special[t] and t not in engine.vocab.eos_ids]
+    fim = tuple(special[-3:])
+    monkeypatch.setattr(engine.model, "fim_tokens", lambda: fim)
+    head, middle = prompt_frame(engine, "    return x\n")
+    assert head[-1] == fim[0] and middle[0] == fim[1] and middle[-1] == fim[2]
+    assert engine.vocab.decode(middle[1:-1]) == b"    return x\n"
+    assert prompt_frame(engine, "") == (engine.lm.bos, ())
+    assert prompt_frame(engine, "x", Options(fim=False)) == (engine.lm.bos, ())
+    result = engine.conditioner.condition("def f(x):\n    y = x.stri", head=head, middle=middle)
+    assert result.prompt[: len(head)] == head and result.prompt[-len(middle) :] == middle
+    assert result.tail.endswith(b"stri") and result.paths
+
+
+def test_stop_rules():
+    single = StopRules.around("x = f(a", ", c)\n", multiline=False)
+    assert single.cut("bc") is None
+    assert single.cut("bc\nmore") == "bc"
+    assert single.cut("bc, c) + 1") == "bc"  # stops where the text after the cursor begins
+    assert single.trim("bc, ") == "bc"  # the start of the text after the cursor is not repeated
+    multi = StopRules.around("def f():\n    if x:\n        re", "", multiline=True)
+    assert multi.indent == 8
+    assert multi.cut("turn 1\n        y = 2\n") is None
+    assert multi.cut("turn 1\n    else:\n") == "turn 1"
+    assert multi.cut("turn 1\n\n\ndef g") == "turn 1"
+    following = StopRules.around("def f():\n    x = ", "\n    return x\n", multiline=True)
+    assert following.cut("1\n    return x") == "1"
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(text=code_text, cut=st.integers(1, 400))
+def test_cpc_completions_never_contradict_what_was_typed(engine, text, cut):
+    """Property: the typed tail plus the completion re-reads as a continuation of the prefix."""
+    start = TEXTWRAP.index("class TextWrapper")
+    prefix = TEXTWRAP[start : start + cut] + text
+    for completion in generate(engine, prefix, options=Options(n=2, max_tokens=3)).completions:
+        assert rereads_the_prefix(engine, prefix, completion), (prefix[-30:], completion)

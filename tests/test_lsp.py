@@ -1,0 +1,260 @@
+"""End to end: a real LSP client (pytest-lsp) against `cpc-lsp` on the default model."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import sys
+import time
+
+import pytest
+import pytest_lsp
+from lsprotocol import types
+from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+SERVER = [sys.executable, "-m", "lsp_server"]
+TEXTWRAP = open(importlib.import_module("textwrap").__file__, encoding="utf-8").read()
+SETTINGS = {"debounceMs": 0, "maxTokens": 16}
+
+
+def initialize_params(encodings: list[str] | None = None, options: dict | None = None) -> types.InitializeParams:
+    capabilities = client_capabilities("visual-studio-code")
+    if encodings:
+        capabilities.general = types.GeneralClientCapabilities(position_encodings=encodings)
+    return types.InitializeParams(capabilities=capabilities, initialization_options=options or SETTINGS)
+
+
+async def status(client: LanguageClient):
+    return await client.protocol.send_request_async("cpc/status", {})
+
+
+async def wait_until_loaded(client: LanguageClient, timeout: float = 120):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        state = await status(client)
+        if state.ready or state.error:
+            return state
+        await asyncio.sleep(0.1)
+    raise AssertionError("the model did not load in time")
+
+
+@pytest_lsp.fixture(scope="module", config=ClientServerConfig(server_command=[*SERVER, "--model", "default"]))
+async def client(lsp_client: LanguageClient):
+    result = await lsp_client.initialize_session(initialize_params())
+    lsp_client.initialize_result = result
+    # asked before the model is ready: an empty answer, not an error or a hang
+    open_document(lsp_client, "file:///early.py", "x = ab")
+    lsp_client.early_answer = await inline(lsp_client, "file:///early.py", 0, 6)
+    assert (await wait_until_loaded(lsp_client)).ready
+    yield
+    await lsp_client.shutdown_session()
+
+
+def open_document(client: LanguageClient, uri: str, text: str, version: int = 1) -> None:
+    client.text_document_did_open(
+        types.DidOpenTextDocumentParams(types.TextDocumentItem(uri=uri, language_id="python", version=version, text=text))
+    )
+
+
+def insert(client: LanguageClient, uri: str, version: int, line: int, character: int, text: str) -> None:
+    here = types.Position(line, character)
+    client.text_document_did_change(
+        types.DidChangeTextDocumentParams(
+            text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=version),
+            content_changes=[types.TextDocumentContentChangePartial(range=types.Range(here, here), text=text)],
+        )
+    )
+
+
+def inline_params(uri: str, line: int, character: int) -> types.InlineCompletionParams:
+    return types.InlineCompletionParams(
+        text_document=types.TextDocumentIdentifier(uri),
+        position=types.Position(line, character),
+        context=types.InlineCompletionContext(trigger_kind=types.InlineCompletionTriggerKind.Automatic),
+    )
+
+
+async def inline(client: LanguageClient, uri: str, line: int, character: int) -> types.InlineCompletionList:
+    return await client.text_document_inline_completion_async(inline_params(uri, line, character))
+
+
+def apply(text: str, item: types.InlineCompletionItem) -> str:
+    """What an editor does when the user accepts ``item``."""
+    lines = text.split("\n")
+    start, end = item.range.start, item.range.end
+    assert start.line == end.line
+    line = lines[start.line]
+    assert line[start.character : end.character] and item.insert_text.startswith(line[start.character : end.character])
+    lines[start.line] = line[: start.character] + item.insert_text + line[end.character :]
+    return "\n".join(lines)
+
+
+def textwrap_case(anchor: str, typed: str, source: str = TEXTWRAP) -> tuple[str, int, int]:
+    """A real file with the rest of the line after ``typed`` (inside ``anchor``) deleted, and the cursor."""
+    start = source.index(anchor)
+    cursor = start + len(typed)
+    line_end = source.index("\n", cursor)
+    text = source[:cursor] + source[line_end:]
+    before = source[:cursor]
+    return text, before.count("\n"), len(before) - before.rfind("\n") - 1
+
+
+async def test_initialize_advertises_inline_completion_and_reports_loading(client: LanguageClient):
+    capabilities = client.initialize_result.capabilities
+    assert capabilities.inline_completion_provider is not None
+    assert capabilities.completion_provider is not None
+    assert capabilities.text_document_sync.change == types.TextDocumentSyncKind.Incremental
+    assert list(client.early_answer.items) == []
+    kinds = [type(report).__name__ for reports in client.progress_reports.values() for report in reports]
+    assert kinds[0] == "WorkDoneProgressBegin" and kinds[-1] == "WorkDoneProgressEnd" and "WorkDoneProgressReport" in kinds
+    assert any("model ready" in message.message for message in client.log_messages)
+
+
+async def test_completion_inside_an_identifier_is_accepted_into_the_document(client: LanguageClient):
+    uri = "file:///textwrap_inside.py"
+    text, line, character = textwrap_case("self.width = width", "self.width = wid")
+    open_document(client, uri, text)
+    result = await inline(client, uri, line, character)
+    assert result.items, "a suggestion for `wid|`"
+    item = result.items[0]
+    assert item.range.end == types.Position(line, character)
+    assert item.insert_text.startswith("wid")
+    accepted = apply(text, item)
+    assert accepted.split("\n")[line].startswith("        self.width = width")
+
+
+async def test_typing_the_suggestion_is_answered_from_cache(client: LanguageClient):
+    uri = "file:///textwrap_cache.py"
+    text, line, character = textwrap_case("self.initial_indent = initial_indent", "self.initial_indent = initial_ind")
+    open_document(client, uri, text)
+    first = (await inline(client, uri, line, character)).items[0]
+    rest = first.insert_text[character - first.range.start.character :]
+    before = await status(client)
+    insert(client, uri, 2, line, character, rest[0])
+    second = (await inline(client, uri, line, character + 1)).items[0]
+    after = await status(client)
+    assert after.from_cache == before.from_cache + 1 and after.from_model == before.from_model
+    assert second.insert_text == first.insert_text  # the same suggestion, one more character typed
+
+
+async def test_fallback_completion_item_edits_the_word(client: LanguageClient):
+    uri = "file:///fallback.py"
+    text, line, character = textwrap_case("self.width = width", "self.width = wid")
+    open_document(client, uri, text)
+    result = await client.text_document_completion_async(
+        types.CompletionParams(text_document=types.TextDocumentIdentifier(uri), position=types.Position(line, character))
+    )
+    item = result.items[0]
+    assert item.text_edit.new_text.startswith("wid") and item.filter_text.startswith("wid")
+    assert item.text_edit.range.end == types.Position(line, character)
+
+
+async def test_bad_requests_get_clear_errors_and_the_server_keeps_serving(client: LanguageClient):
+    uri = "file:///bad.py"
+    open_document(client, uri, "def f():\n    return 1\n")
+    cases = [
+        ("file:///never-opened.py", 0, 0, "unknown document"),
+        (uri, 1, 40, "past the end of line 1"),
+        (uri, 9, 0, "outside"),
+    ]
+    for target, line, character, message in cases:
+        with pytest.raises(Exception, match=message):
+            await inline(client, target, line, character)
+    assert (await inline(client, uri, 1, 9)).items is not None
+    assert (await status(client)).ready
+
+
+async def test_utf16_positions_around_emoji_and_cjk(client: LanguageClient):
+    uri = "file:///emoji.py"
+    line = 'label = "😀 日本" + self.wid'
+    open_document(client, uri, "class A:\n    def f(self):\n        " + line + "\n")
+    units = len(("        " + line).encode("utf-16-le")) // 2
+    assert units == len("        " + line) + 1  # the emoji is two UTF-16 units
+    result = await inline(client, uri, 2, units)
+    assert result.items
+    item = result.items[0]
+    assert item.range.end == types.Position(2, units)
+    assert item.range.start == types.Position(2, units - len("wid"))
+    assert item.insert_text.startswith("wid")
+    inside_the_emoji = len('        label = "') + 1
+    with pytest.raises(Exception, match="splits a character"):
+        await inline(client, uri, 2, inside_the_emoji)
+
+
+async def test_a_storm_of_keystrokes_keeps_only_the_newest_request(client: LanguageClient):
+    uri = "file:///storm.py"
+    text, line, character = textwrap_case("self.break_on_hyphens = break_on_hyphens", "self.break_on_hyphens = brea")
+    open_document(client, uri, text)
+    pending = []
+    for k, char in enumerate("k_on_hyph"):
+        insert(client, uri, k + 2, line, character + k, char)
+        request = client.text_document_inline_completion_async(inline_params(uri, line, character + k + 1))
+        pending.append(asyncio.ensure_future(request))
+        await asyncio.sleep(0.01)
+    started = time.perf_counter()
+    state = await status(client)  # answered while the model works: didChange and requests are not blocked
+    assert time.perf_counter() - started < 0.5
+    results = await asyncio.gather(*pending)
+    assert results[-1].items and results[-1].items[0].insert_text.startswith("break_on_hyph")
+    assert sum(1 for r in results[:-1] if not r.items) >= 1, "older requests were dropped"
+    final = await status(client)
+    assert final.superseded + final.stopped > state.superseded + state.stopped - 1 and final.stopped >= 1
+
+
+async def test_cancel_request_stops_the_work(client: LanguageClient):
+    uri = "file:///cancel.py"
+    difflib = open(importlib.import_module("difflib").__file__, encoding="utf-8").read()
+    # another file: a cold prompt, nothing in the KV cache
+    text, line, character = textwrap_case("self.fullbcount = None", "self.fullbco", source=difflib)
+    open_document(client, uri, text)
+    before = await status(client)
+    future = asyncio.ensure_future(
+        client.protocol.send_request_async(
+            types.TEXT_DOCUMENT_INLINE_COMPLETION, inline_params(uri, line, character), msg_id="to-cancel"
+        )
+    )
+    while not (await status(client)).running:  # wait until the model is at work on the cold prompt
+        await asyncio.sleep(0.01)
+    client.protocol.notify(types.CANCEL_REQUEST, types.CancelParams(id="to-cancel"))
+    with pytest.raises(Exception, match="cancel"):
+        await future
+    deadline = time.monotonic() + 10
+    while (await status(client)).stopped == before.stopped and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    after = await status(client)
+    assert after.stopped == before.stopped + 1 and after.from_model == before.from_model
+    # the server goes on: the same request, asked again, is answered
+    assert (await inline(client, uri, line, character)).items
+
+
+async def test_a_missing_model_is_reported_and_the_server_keeps_serving(tmp_path):
+    config = ClientServerConfig(server_command=[*SERVER, "--model", str(tmp_path / "missing.gguf")])
+    client = await config.start()
+    try:
+        await client.initialize_session(initialize_params())
+        state = await wait_until_loaded(client, timeout=30)
+        assert not state.ready and "missing.gguf" in state.error
+        assert any("missing.gguf" in message.message for message in client.messages)
+        open_document(client, "file:///x.py", "import o")
+        assert list((await inline(client, "file:///x.py", 0, 8)).items) == []
+    finally:
+        await client.shutdown_session()
+        await client.stop()
+
+
+async def test_utf8_positions_when_the_client_offers_them():
+    client = await ClientServerConfig(server_command=[*SERVER, "--model", "smollm2"]).start()
+    try:
+        result = await client.initialize_session(initialize_params(encodings=["utf-8", "utf-16"]))
+        assert result.capabilities.position_encoding == types.PositionEncodingKind.Utf8
+        await wait_until_loaded(client)
+        line = "name = '日本語' + self.wid"
+        open_document(client, "file:///utf8.py", "class A:\n  def f(self):\n    " + line + "\n")
+        end = len(("    " + line).encode())
+        item = (await inline(client, "file:///utf8.py", 2, end)).items[0]
+        assert item.range.start == types.Position(2, end - 3) and item.insert_text.startswith("wid")
+    finally:
+        await client.shutdown_session()
+        await client.stop()
