@@ -24,7 +24,7 @@ range query instead of being validated again.
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -77,6 +77,10 @@ class Analysis:
                 yield (*point.tail_tokens, token)
 
 
+Ranker = Callable[[tuple[int, ...], np.ndarray], np.ndarray]
+"""``rank(tail_tokens, token_ids)``: a score per candidate token after the tail's tokens; higher is likelier."""
+
+
 class CandidateFinder:
     """Finds the validated covering paths of the text before the cursor."""
 
@@ -92,11 +96,17 @@ class CandidateFinder:
         """A finder over tiktoken's cl100k vocabulary and tokenizer."""
         return cls(TiktokenTokenizer())
 
-    def analyze(self, text: str, start: int | None = None) -> Analysis:
+    def analyze(
+        self, text: str, start: int | None = None, *, rank: Ranker | None = None, limit: int = 512
+    ) -> Analysis:
         """Split ``text`` (everything before the cursor) and cover its tail.
 
         ``start`` moves the tail's start to an earlier character offset,
         e.g. to where the model's own tokens of the stable part end.
+        ``rank(tail_tokens, token_ids)`` scores candidates (e.g. the model's
+        probabilities after the tail tokens): where more than ``limit``
+        tokens start with the typed rest (a single space starts half of a
+        SentencePiece vocabulary), only the ``limit`` best are re-encoded.
         """
         split = split_tail(text)
         start = split.start if start is None else start
@@ -111,7 +121,7 @@ class CandidateFinder:
             if lo == hi:
                 continue
             entry = self._entry(data[start_byte:offset])
-            token_ids = entry.valid(rest, lo, hi, self.index, self.tokenizer)
+            token_ids = entry.valid(rest, lo, hi, self.index, self.tokenizer, rank if hi - lo > limit else None, limit)
             if len(token_ids):
                 before = data[:offset]
                 positions.append(
@@ -155,13 +165,31 @@ class _ContextEntry:
     def __init__(self, context: bytes, tokens: tuple[int, ...] | None):
         self.context = context
         self.tokens = tokens
-        self._by_rest: dict[bytes, np.ndarray] = {}  # rest -> sorted valid positions
+        self._by_rest: dict[bytes, np.ndarray] = {}  # rest -> sorted valid positions, all of them
+        self._best: dict[bytes, np.ndarray] = {}  # rest -> the valid ones among the best ranked
 
-    def valid(self, rest: bytes, lo: int, hi: int, index: PrefixIndex, tokenizer: Tokenizer) -> np.ndarray:
-        """Valid token ids starting with ``rest``, whose index range is ``[lo, hi)``."""
+    def valid(
+        self,
+        rest: bytes,
+        lo: int,
+        hi: int,
+        index: PrefixIndex,
+        tokenizer: Tokenizer,
+        rank: Ranker | None = None,
+        limit: int = 0,
+    ) -> np.ndarray:
+        """Valid token ids starting with ``rest``, whose index range is ``[lo, hi)``
+        (with ``rank``: among the ``limit`` best ranked)."""
         positions = self._by_rest.get(rest)
         if positions is None:
             positions = self._narrowed(rest, lo, hi)
+        if positions is None and rank is not None and self.tokens is not None:
+            best = self._best.get(rest)
+            if best is None:
+                scores = rank(self.tokens, index.order[lo:hi])
+                top = np.sort(lo + np.argpartition(-scores, limit)[:limit])
+                best = self._best[rest] = top[tokenizer.continues(self.context, index.order[top])]
+            return index.order[best]
         if positions is None:
             candidates = index.order[lo:hi]
             if self.tokens is None:

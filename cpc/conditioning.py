@@ -97,12 +97,16 @@ class Conditioner:
         *,
         max_prompt_tokens: int = 3584,
         max_paths: int = 64,
+        max_validated: int = 256,
     ) -> None:
+        """``max_validated``: at a split point where more tokens start with the typed rest, only
+        the likeliest (under the model, after the tail's tokens) are re-encoded and become paths."""
         self.tokenizer = tokenizer
         self.finder = finder
         self.beam = beam
         self.max_prompt_tokens = max_prompt_tokens
         self.max_paths = max_paths
+        self.max_validated = max_validated
         self._canonical_cache: OrderedDict[bytes, tuple[int, ...]] = OrderedDict()
 
     def condition(self, text: str, *, head: State | None = None, middle: State = ()) -> Conditioning:
@@ -116,9 +120,16 @@ class Conditioner:
         data = text.encode("utf-8")
         prompt, anchor = self._prompt(text, data)
         tail = data[anchor:]
-        analysis = self.finder.analyze(text, start=len(data[:anchor].decode("utf-8")))
         lm_start = (self.beam.lm.bos if head is None else head) + prompt + middle
         self._prefetch(lm_start, tail)
+        position = self.beam.index.position
+
+        def likelihood(tail_tokens: tuple[int, ...], token_ids: np.ndarray) -> np.ndarray:
+            return self.beam.snapshots.get(lm_start + tail_tokens).probs[position[token_ids]]
+
+        analysis = self.finder.analyze(
+            text, start=len(data[:anchor].decode("utf-8")), rank=likelihood, limit=self.max_validated
+        )
         beam = self.beam.read(lm_start, tail, allows=self.allows)
         paths = self._paths(beam, analysis, data, anchor) if tail else [CoveringPath(lm_start, 0.0, b"")]
         if not paths:

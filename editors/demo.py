@@ -24,14 +24,15 @@ from lsp_server.headless import HeadlessEditor  # noqa: E402
 # (module, the line to type, how much of it to type)
 EXAMPLES = [
     ("textwrap", "        self.width = width", "        self.width = wid"),
-    ("json.decoder", "        self.parse_float = parse_float or float", "        self.parse_float = parse_flo"),
-    ("argparse", "        self.option_strings = option_strings", "        self.option_strings = option_str"),
+    ("argparse", "    def print_usage(self, file=None):", "    def print_usage(se"),
+    ("modulefinder", "    suffix = os.path.splitext(file_path)[-1]", "    suffix = os.path.splitex"),
 ]
 
 
 def progress(message: str, percentage: int | None) -> None:
-    shown = f" {percentage}%" if percentage is not None else ""
-    print(f"  [server] {message}{shown}", file=sys.stderr, flush=True)
+    if message:
+        shown = f" ({percentage}%)" if percentage is not None else ""
+        print(f"  [server] {message}{shown}", file=sys.stderr, flush=True)
 
 
 def token_view(model: GGUFModel, vocab: Vocabulary, line: str, typed: str) -> str:
@@ -57,7 +58,7 @@ async def main() -> int:
         for module, line, typed in EXAMPLES:
             source = Path(importlib.import_module(module).__file__).read_text(encoding="utf-8")
             start = source.index(line + "\n")
-            word_start = len(typed.rstrip("abcdefghijklmnopqrstuvwxyz_"))
+            word_start = len(typed) - len(re.search(r"\w*$", typed).group())
             await editor.open(f"file:///demo/{module}.py", source[: start + word_start] + "\n" + source[start + len(line) :],
                               cursor=start + word_start)
             answers = {}
@@ -74,7 +75,7 @@ async def main() -> int:
             for mode, title in (("naive", "tokenize and continue"), ("cpc", "character prefix conditioning")):
                 text = answers[mode]
                 verdict = "finishes the word" if re.match(r"\w*", text).group() == rest else "does not finish the word"
-                print(f"  {mode:5} ({title}): {typed.strip()}|{text!r:30} {verdict}")
+                print(f"  {mode:5} {title:31} {typed.strip()}|{text!r:28} {verdict}")
     return 0
 
 

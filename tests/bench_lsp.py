@@ -1,0 +1,179 @@
+"""Latency benchmark of the server: typing real code, keystroke by keystroke.
+
+    python tests/bench_lsp.py [--model default] [--chars 60] [--json OUT] [--plot OUT.png]
+
+A headless editor (`lsp_server.headless`) opens standard-library files with
+a stretch of code removed and types it back, one character at a time, the
+way an editor does: ``didChange``, then ``textDocument/inlineCompletion``,
+waiting for each answer (debounce off). Each stretch starts with a cold
+request (nothing about the file in any cache). While the model works on a
+request, a ``cpc/status`` request measures how long the event loop takes to
+answer (``didChange`` is handled by the same loop).
+
+Then the same requests are replayed on the bare engine in this process
+(`cpc.session.CompletionSession`, the same caches, no LSP), so the server's
+overhead is the ratio of the two medians over the requests the model answered.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import sys
+import sysconfig
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from cpc.session import CompletionSession  # noqa: E402
+from lsp_server.headless import HeadlessEditor  # noqa: E402
+from lsp_server.settings import Settings  # noqa: E402
+
+# (file, the code to type back): each typed from the start of its line
+STRETCHES = [
+    ("textwrap.py", "        self.break_on_hyphens = break_on_hyphens\n        self.tabsize = tabsize"),
+    ("difflib.py", "        self.fullbcount = None\n        self.__chain_b()"),
+    ("shlex.py", "        self.whitespace_split = False\n        self.quotes = '\\'\"'"),
+]
+
+
+def stretches(chars: int) -> list[tuple[str, str, str, str]]:
+    """(uri, text before, text to type, text after) per stretch."""
+    stdlib = Path(sysconfig.get_paths()["stdlib"])
+    cases = []
+    for name, typed in STRETCHES:
+        source = (stdlib / name).read_text(encoding="utf-8")
+        start = source.index(typed)
+        typed = typed[:chars]
+        cases.append((f"file:///bench/{name}", source[:start], typed, source[start + len(typed) :]))
+    return cases
+
+
+async def through_server(model: str, cases: list, settings: dict) -> list[dict]:
+    rows = []
+    async with HeadlessEditor(["--model", model], settings=settings) as editor:
+        for uri, before, typed, after in cases:
+            await editor.open(uri, before + after, cursor=len(before))
+            for k, char in enumerate(typed):
+                editor.type(char)
+                counts = await editor.status()
+                started = time.perf_counter()
+                request = asyncio.ensure_future(editor.suggest())
+                probe_started = time.perf_counter()
+                await editor.status()  # answered while the model works on the request
+                probe_ms = (time.perf_counter() - probe_started) * 1000
+                text = await request
+                ms = (time.perf_counter() - started) * 1000
+                after_counts = await editor.status()
+                rows.append({
+                    "uri": uri,
+                    "prefix": editor.text[: editor.cursor],
+                    "suffix": editor.text[editor.cursor :],
+                    "cold": k == 0,
+                    "ms": ms,
+                    "status_ms": probe_ms,
+                    "from_cache": after_counts.from_cache > counts.from_cache,
+                    "text": text,
+                })
+            print(f"server: {uri} typed ({len(typed)} keystrokes)", file=sys.stderr, flush=True)
+    return rows
+
+
+def through_engine(model: str, rows: list[dict], options) -> list[float]:
+    session = CompletionSession()
+    session.load(model)
+    times = []
+    for row in rows:
+        started = time.perf_counter()
+        session.complete(row["uri"], row["prefix"], row["suffix"], options)
+        times.append((time.perf_counter() - started) * 1000)
+    return times
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return round(ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))], 1) if ordered else float("nan")
+
+
+def run(model: str, chars: int) -> dict:
+    cases = stretches(chars)
+    settings = {"debounceMs": 0}
+    rows = asyncio.run(through_server(model, cases, settings))
+    bare = through_engine(model, rows, Settings().updated(settings)[0].options)
+    for row, ms in zip(rows, bare):
+        row["bare_ms"] = ms
+    model_rows = [r for r in rows if not r["from_cache"]]
+    warm = [r for r in model_rows if not r["cold"]]
+    cold = [r for r in rows if r["cold"]]
+    server_p50 = statistics.median(r["ms"] for r in model_rows)
+    bare_p50 = statistics.median(r["bare_ms"] for r in model_rows)
+    return {
+        "model": model,
+        "keystrokes": len(rows),
+        "p50_ms": pct([r["ms"] for r in rows], 0.5),
+        "p95_ms": pct([r["ms"] for r in rows], 0.95),
+        "from_cache_share": round(sum(r["from_cache"] for r in rows) / len(rows), 3),
+        "cache_answer_p50_ms": pct([r["ms"] for r in rows if r["from_cache"]], 0.5),
+        "model_answer": {"n": len(model_rows), "server_p50_ms": round(server_p50, 1), "bare_p50_ms": round(bare_p50, 1)},
+        "server_overhead": round(server_p50 / bare_p50, 3),
+        "cold_p50_ms": pct([r["ms"] for r in cold], 0.5),
+        "warm_keystroke_p50_ms": pct([r["ms"] for r in warm], 0.5),
+        "warm_keystroke_over_cold": round(pct([r["ms"] for r in warm], 0.5) / pct([r["ms"] for r in cold], 0.5), 3),
+        "status_while_working_max_ms": round(max(r["status_ms"] for r in rows), 1),
+        "status_while_working_p50_ms": pct([r["status_ms"] for r in rows], 0.5),
+        "per_keystroke": rows,
+    }
+
+
+def plot(result: dict, path: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = result["per_keystroke"]
+    fig, (timeline, bars) = plt.subplots(1, 2, figsize=(13, 4.5), gridspec_kw={"width_ratios": [3, 1]})
+    x = range(len(rows))
+    timeline.plot(x, [r["bare_ms"] for r in rows], color="#999999", lw=1, label="bare engine, same requests")
+    for kind, color, label in (("model", "#4c72b0", "server: model"), ("cache", "#55a868", "server: cache")):
+        points = [(k, r["ms"]) for k, r in enumerate(rows) if r["from_cache"] == (kind == "cache")]
+        timeline.scatter([p[0] for p in points], [p[1] for p in points], s=14, color=color, label=label, zorder=3)
+    cold = [(k, r["ms"]) for k, r in enumerate(rows) if r["cold"]]
+    timeline.scatter([c[0] for c in cold], [c[1] for c in cold], s=60, facecolors="none", edgecolors="#c44e52",
+                     label="cold (new file)", zorder=4)
+    timeline.set_yscale("log")
+    timeline.set_xlabel("keystroke")
+    timeline.set_ylabel("time to a suggestion (ms, log)")
+    timeline.legend(fontsize=8)
+    timeline.set_title("typing real code through cpc-lsp")
+    names = ["cold", "warm\nkeystroke", "cache\nanswer", "status while\nworking (max)"]
+    values = [result["cold_p50_ms"], result["warm_keystroke_p50_ms"], result["cache_answer_p50_ms"],
+              result["status_while_working_max_ms"]]
+    bars.bar(names, values, color=["#c44e52", "#4c72b0", "#55a868", "#8172b2"])
+    bars.set_yscale("log")
+    bars.set_title(f"medians; server overhead {result['server_overhead']:.2f}x")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", default="default")
+    parser.add_argument("--chars", type=int, default=60, help="characters typed per stretch")
+    parser.add_argument("--json")
+    parser.add_argument("--plot")
+    args = parser.parse_args()
+    result = run(args.model, args.chars)
+    print(json.dumps({k: v for k, v in result.items() if k != "per_keystroke"}, indent=2))
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=2))
+    if args.plot:
+        plot(result, args.plot)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
