@@ -36,6 +36,8 @@ bench: $(STAMP)
 	mkdir -p $(OUT)
 	$(BIN)/python tests/bench_candidates.py --json $(OUT)/bench_candidates.json --plot $(OUT)/bench_candidates.png
 	$(BIN)/python tests/bench_beam.py --json $(OUT)/bench_beam.json --plot $(OUT)/bench_beam.png
+	$(BIN)/cpc bench --files '<stdlib>/[a-m]*.py' --cases 60 --seed 1 --json $(OUT)/bench_complete.json --plot $(OUT)/bench_complete.png
+	$(BIN)/python tests/bench_lsp.py --json $(OUT)/bench_lsp.json --plot $(OUT)/bench_lsp.png
 
 clean:
 	rm -rf $(VENV) $(OUT) .pytest_cache .hypothesis

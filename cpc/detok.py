@@ -13,6 +13,7 @@ character at the token that completes it. Work per push is proportional to
 the token's own bytes; the emitted pieces concatenate to exactly
 ``bytes.decode("utf-8", "replace")`` of everything pushed.
 
+    >>> import numpy as np
     >>> from cpc.vocab import Vocabulary
     >>> vocab = Vocabulary("toy", [b"a", "😀".encode()[:2], "😀".encode()[2:]], np.zeros(3, bool))
     >>> detok = Detokenizer(vocab)
@@ -23,8 +24,6 @@ the token's own bytes; the emitted pieces concatenate to exactly
 from __future__ import annotations
 
 import codecs
-
-import numpy as np  # noqa: F401  (the doctest builds a vocabulary mask)
 
 from cpc.vocab import Vocabulary
 
