@@ -61,12 +61,15 @@ def draw_cases(engine: Engine, files: list[Path], count: int, seed: int) -> list
     rng = random.Random(seed)
     wanted = {"boundary": count // 2, "inside": count - count // 2}
     cases: list[Case] = []
+    sources: dict[Path, tuple[str, list[re.Match]]] = {}
     for _ in range(count * 200):
         if not any(wanted.values()):
             return cases
         path = rng.choice(files)
-        source = path.read_text(encoding="utf-8", errors="replace")
-        words = list(IDENTIFIER.finditer(source))
+        if path not in sources:
+            text = path.read_text(encoding="utf-8", errors="replace")
+            sources[path] = (text, list(IDENTIFIER.finditer(text)))
+        source, words = sources[path]
         if not words:
             continue
         word = rng.choice(words)

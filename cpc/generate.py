@@ -279,7 +279,7 @@ def _first_tokens(engine: Engine, starts: list[_Start], options: Options, prompt
         total = float(probs.sum()) + (snapshot.eos if start.allowed is None else 0.0)
         if total <= 0:
             continue
-        top = np.argsort(probs)[::-1][: options.n]
+        top = _best(probs, options.n)
         choices: list[tuple[float, int | None]] = [(float(probs[k]), int(index.order[lo + k])) for k in top]
         if start.allowed is None:
             choices.append((snapshot.eos, None))
@@ -306,6 +306,14 @@ def _first_tokens(engine: Engine, starts: list[_Start], options: Options, prompt
             stream.text += detok.push_bytes(piece)
         streams.append(stream)
     return streams
+
+
+def _best(probs: np.ndarray, n: int) -> np.ndarray:
+    """Positions of the ``n`` largest values, largest first, without sorting the whole vocabulary."""
+    if n >= len(probs):
+        return np.argsort(-probs)
+    top = np.argpartition(-probs, n - 1)[:n]
+    return top[np.argsort(-probs[top])]
 
 
 def _continue(engine: Engine, streams: list[_Stream], rules: StopRules, options: Options) -> None:
