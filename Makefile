@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 OUT := out
 
-.PHONY: install demo test bench vscode clean
+.PHONY: install demo test fuzz bench vscode clean
 
 $(STAMP): pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
@@ -27,6 +27,12 @@ demo: $(STAMP)
 
 test: $(STAMP) vscode
 	$(BIN)/python -m pytest
+
+# Every property test with many more random examples (CPC_FUZZ times), for local use:
+# each failure it finds becomes a pinned @example.
+FUZZ ?= 20
+fuzz: $(STAMP)
+	CPC_FUZZ=$(FUZZ) $(BIN)/python -m pytest -x -p no:cacheprovider tests
 
 # The VS Code extension: npm packages, compile, unit tests, and the .vsix.
 vscode:

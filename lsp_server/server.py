@@ -36,6 +36,8 @@ SERVER_NAME = "cpc-lsp"
 SERVER_VERSION = "0.1.0"
 STATUS = "cpc/status"
 """A custom request: is the model ready, which one, and the request counters."""
+DOCUMENT_TEXT = "cpc/documentText"
+"""A custom request: the server's copy of a document (``{"uri"}`` -> ``{"text", "version"}``), to check sync."""
 
 _WORD_BEFORE = re.compile(r"\w+$")
 log = logging.getLogger(SERVER_NAME)
@@ -299,5 +301,13 @@ def build_server(model: str | None = None) -> CPCServer:
     @server.feature(STATUS)
     def status(ls: CPCServer, params: Any) -> dict[str, Any]:
         return ls.status()
+
+    @server.feature(DOCUMENT_TEXT)
+    def document_text(ls: CPCServer, params: Any) -> dict[str, Any]:
+        uri = getattr(params, "uri", None)
+        document = ls.workspace.text_documents.get(uri) if isinstance(uri, str) else None
+        if document is None:
+            raise JsonRpcInvalidParams(f"unknown document {uri!r}: {DOCUMENT_TEXT} takes {{\"uri\": <an open document>}}")
+        return {"text": document.source, "version": document.version}
 
     return server

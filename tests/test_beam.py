@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from cpc.beam import EOS, ByteBeam
 from cpc.index import PrefixIndex
+from tests.strategies import examples
 from tests.toy_lm import TOY_PIECES, BruteForce, ToyLM
 
 TOY_TEXTS = [b"a", b"ab", b"abba", b"ba ab", b"\xc3\xa9", b"a\xc3\xa9 a", b"a\xc3", b" aab\xc3\xa9b"]
@@ -41,7 +42,7 @@ def test_next_byte_distribution_is_exact_and_sums_to_one(toy, text):
     assert math.exp(logprobs[EOS]) == pytest.approx(brute.ends(lm.bos, text) / prefix, abs=1e-12, rel=1e-9)
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(st.lists(st.sampled_from([b"a", b"b", b" ", b"\xc3\xa9"]), min_size=1, max_size=6).map(b"".join))
 def test_unpruned_beam_matches_brute_force_on_random_texts(text):
     lm = ToyLM(seed=3)

@@ -5,7 +5,7 @@ from hypothesis import HealthCheck, given, settings
 
 from cpc.candidates import CandidateFinder
 from cpc.pretokenize import split_tail
-from tests.strategies import code_text
+from tests.strategies import code_text, examples
 
 SEED_TABLE = {
     "I bought some apple": [("I bought some appl", 474), ("I bought some app", 101), ("I bought some ap", 1), ("I bought some", 2)],
@@ -119,7 +119,7 @@ def _brute_force(finder, text: str) -> dict[bytes, set[int]]:
     return found
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(25), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(text=code_text)
 def test_no_candidate_lost_against_brute_force(cl100k_finder, text):
     expected = _brute_force(cl100k_finder, text)
@@ -127,7 +127,7 @@ def test_no_candidate_lost_against_brute_force(cl100k_finder, text):
     assert got == expected
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(text=code_text)
 def test_every_path_reencodes_and_covers_the_typed_text(cl100k_finder, text):
     encoding = cl100k_finder.tokenizer.encoding

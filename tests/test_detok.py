@@ -7,6 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cpc.detok import Detokenizer
+from tests.strategies import examples
 
 
 @pytest.fixture(scope="module", params=["gemma_tokenizer", "smollm2_tokenizer"])
@@ -50,7 +51,7 @@ def test_context_bytes_are_not_emitted_again(gemma_tokenizer):
     assert "".join(pieces) + tail == "'日本'"
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(data=st.data())
 def test_random_token_streams_decode_like_the_whole(tokenizer, data):
     vocab = tokenizer.vocab
@@ -59,7 +60,7 @@ def test_random_token_streams_decode_like_the_whole(tokenizer, data):
     assert "".join(pieces) + tail == vocab.decode(tokens).decode("utf-8", "replace")
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(text=st.text(max_size=40))
 def test_valid_text_streams_without_replacement_characters(tokenizer, text):
     tokens = tokenizer.encode(text.encode())

@@ -9,8 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cpc.generate import Cancelled, Options, StopRules, generate, prompt_frame
-
-from strategies import code_text
+from tests.strategies import code_text, examples
 
 TEXTWRAP = open(importlib.import_module("textwrap").__file__, encoding="utf-8").read()
 
@@ -105,7 +104,7 @@ def test_stop_rules():
     assert following.cut("1\n    return x") == "1"
 
 
-@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(8), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(text=code_text, cut=st.integers(1, 400))
 def test_cpc_completions_never_contradict_what_was_typed(engine, text, cut):
     """Property: the typed tail plus the completion re-reads as a continuation of the prefix."""

@@ -1,12 +1,12 @@
 """The prefix index against brute-force scans of the vocabulary."""
 
+import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import numpy as np
-
 from cpc.index import PrefixIndex, _successor
 from cpc.vocab import Vocabulary
+from tests.strategies import examples
 
 VOCAB = Vocabulary.from_cl100k()
 INDEX = PrefixIndex(VOCAB)
@@ -17,20 +17,20 @@ def _brute_starting_with(prefix: bytes) -> set[int]:
     return {t for t in TEXT_IDS if VOCAB.pieces[t].startswith(prefix)}
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(token=st.sampled_from(TEXT_IDS), cut=st.integers(min_value=0, max_value=8))
 def test_starting_with_matches_brute_force(token, cut):
     prefix = VOCAB.pieces[token][:cut]
     assert set(INDEX.starting_with(prefix).tolist()) == _brute_starting_with(prefix)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(data=st.binary(max_size=6))
 def test_starting_with_arbitrary_bytes(data):
     assert set(INDEX.starting_with(data).tolist()) == _brute_starting_with(data)
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(token=st.sampled_from(TEXT_IDS), extra=st.binary(max_size=4))
 def test_prefixes_of_matches_brute_force(token, extra):
     data = VOCAB.pieces[token] + extra

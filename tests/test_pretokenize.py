@@ -5,7 +5,7 @@ from hypothesis import strategies as st
 
 from cpc.pretokenize import pretokens, split_tail
 from cpc.vocab import cl100k_encoding
-from tests.strategies import code_text
+from tests.strategies import code_text, examples
 
 
 def test_pattern_is_tiktokens_cl100k_pattern():
@@ -65,7 +65,7 @@ def test_long_document_uses_a_window_but_agrees_with_full_regex():
     assert split.start == len(text) - len("_numb")
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(text=code_text, more=code_text)
 def test_typing_more_never_changes_the_stable_part(text, more):
     """The tail starts on a chunk boundary, and the chunks before it stay as
@@ -97,7 +97,7 @@ def _chunks_before(chunks: list[str], boundary: int) -> list[str] | None:
     return chunks if position == boundary else None
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(text=st.text(max_size=30))
 def test_split_is_a_partition_for_any_unicode(text):
     split = split_tail(text)
