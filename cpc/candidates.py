@@ -9,6 +9,10 @@ with the scoring model's own tokenizer. A *covering path* is then the
 canonical tokens of the tail up to the split (tokens that end inside the
 tail) followed by one validated token that crosses or ends at the cursor.
 
+A path is also dropped when its bytes cannot start valid UTF-8 text (Ж then
+a stray continuation byte, say): nobody can type it, whatever the tokenizer
+family says about re-encoding it.
+
     >>> finder = CandidateFinder.for_cl100k()
     >>> analysis = finder.analyze("He introduced an intermediar")
     >>> [(p.prefix, p.count) for p in analysis.positions]
@@ -30,7 +34,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from cpc.index import PrefixIndex
-from cpc.pretokenize import TailSplit, cl100k_pattern, ends_inside_character, split_tail
+from cpc.pretokenize import (
+    TailSplit,
+    cl100k_pattern,
+    ends_inside_character,
+    is_utf8_prefix,
+    split_tail,
+    unfinished_character,
+)
 from cpc.tokenizer import TiktokenTokenizer, Tokenizer
 
 
@@ -90,6 +101,8 @@ class CandidateFinder:
         cl100k_pattern()  # loads tiktoken's cl100k file once, here rather than in the first analysis
         self._cache: OrderedDict[bytes, _ContextEntry] = OrderedDict()
         self._cache_size = cache_size
+        self._typable_after: dict[bytes, np.ndarray] = {}
+        """Per unfinished character before a split: 1 where the token can follow it in UTF-8, 0 not, -1 unknown."""
 
     @classmethod
     def for_cl100k(cls) -> CandidateFinder:
@@ -122,8 +135,9 @@ class CandidateFinder:
                 continue
             entry = self._entry(data[start_byte:offset])
             token_ids = entry.valid(rest, lo, hi, self.index, self.tokenizer, rank if hi - lo > limit else None, limit)
+            before = data[:offset]
+            token_ids = self._typable(before, token_ids)
             if len(token_ids):
-                before = data[:offset]
                 positions.append(
                     SplitPoint(
                         offset=len(before.decode("utf-8", "ignore")),
@@ -139,13 +153,29 @@ class CandidateFinder:
         """Forget every validated candidate (the next analysis is cold)."""
         self._cache.clear()
 
+    def _typable(self, before: bytes, token_ids: np.ndarray) -> np.ndarray:
+        """The tokens whose bytes, right after ``before``, can still start valid UTF-8 text."""
+        pending = unfinished_character(before)
+        known = self._typable_after.get(pending)
+        if known is None:
+            if len(self._typable_after) >= 64:  # one entry per distinct unfinished character typed
+                self._typable_after.clear()
+            known = self._typable_after[pending] = np.full(len(self.index.vocab.pieces), -1, dtype=np.int8)
+        pieces = self.index.vocab.pieces
+        for token in token_ids[known[token_ids] < 0].tolist():
+            known[token] = is_utf8_prefix(pending + pieces[token])
+        return token_ids[known[token_ids] == 1]
+
     def _entry(self, context: bytes) -> _ContextEntry:
         entry = self._cache.get(context)
         if entry is None:
             # A context that ends inside a character has no encoding of its
             # own: its tokens are learnt from the candidates that complete it.
             tokens = None if ends_inside_character(context) else tuple(self.tokenizer.encode(context))
-            entry = _ContextEntry(context, tokens)
+            # A tokenizer may drop bytes it cannot spell (SmolLM2's has no token
+            # for 0xF1): paths after such a context do not cover what was typed.
+            spelled = tokens is None or self.tokenizer.vocab.decode(tokens) == context
+            entry = _ContextEntry(context, tokens, spelled)
             self._cache[context] = entry
             if len(self._cache) > self._cache_size:
                 self._cache.popitem(last=False)
@@ -162,9 +192,11 @@ class _ContextEntry:
     rest that starts it, narrowed to the longer rest's index range.
     """
 
-    def __init__(self, context: bytes, tokens: tuple[int, ...] | None):
+    def __init__(self, context: bytes, tokens: tuple[int, ...] | None, spelled: bool = True):
         self.context = context
         self.tokens = tokens
+        self.spelled = spelled
+        """False when the tokenizer's tokens of the context do not spell it: then no token is valid."""
         self._by_rest: dict[bytes, np.ndarray] = {}  # rest -> sorted valid positions, all of them
         self._best: dict[bytes, np.ndarray] = {}  # rest -> the valid ones among the best ranked
 
@@ -180,6 +212,8 @@ class _ContextEntry:
     ) -> np.ndarray:
         """Valid token ids starting with ``rest``, whose index range is ``[lo, hi)``
         (with ``rank``: among the ``limit`` best ranked)."""
+        if not self.spelled:
+            return index.order[:0]
         positions = self._by_rest.get(rest)
         if positions is None:
             positions = self._narrowed(rest, lo, hi)

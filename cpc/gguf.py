@@ -74,6 +74,11 @@ class GGUFModel:
         params = llama_cpp.llama_model_default_params()
         params.vocab_only = vocab_only
         params.n_gpu_layers = gpu_layers
+        # No extra CPU buffer types (AMX tiles, repacked weights): on CPUs with
+        # AMX, llama.cpp 0.3.36 puts the weights in AMX buffers and its AMX
+        # matmul crashes the process on the first decode (seen on a Xeon with
+        # amx_int8/amx_bf16; CPUs without AMX never take that path).
+        params.use_extra_bufts = False
         handle = llama_cpp.llama_model_load_from_file(str(path).encode(), params)
         if not handle:
             raise ModelError(

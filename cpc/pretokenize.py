@@ -119,9 +119,55 @@ def ends_inside_character(data: bytes) -> bool:
     >>> ends_inside_character("😀".encode()[:2]), ends_inside_character("😀".encode())
     (True, False)
     """
+    return bool(unfinished_character(data))
+
+
+def unfinished_character(data: bytes) -> bytes:
+    """The bytes of the incomplete UTF-8 character that ``data`` ends with (empty if none).
+
+    >>> unfinished_character("ab😀".encode()[:-1])
+    b'\\xf0\\x9f\\x98'
+    """
     for back in range(1, min(4, len(data)) + 1):
         byte = data[-back]
         if byte & 0xC0 != 0x80:
             length = 1 if byte < 0x80 else 2 if byte < 0xE0 else 3 if byte < 0xF0 else 4
-            return length > back
-    return False
+            return data[-back:] if length > back else b""
+    return b""
+
+
+def is_utf8_prefix(data: bytes) -> bool:
+    """Whether some valid UTF-8 text starts with ``data`` (Unicode's Table 3-7, byte by byte).
+
+    A token path that fails this can never be typed, e.g. Ж followed by a
+    stray continuation byte:
+
+    >>> is_utf8_prefix("Ж".encode()[:1]), is_utf8_prefix("Ж".encode() + b"\\x89")
+    (True, False)
+    >>> is_utf8_prefix(b"\\xed\\xa0")  # the start of a surrogate, which UTF-8 excludes
+    False
+    """
+    try:
+        data.decode("utf-8")
+        return True
+    except UnicodeDecodeError:
+        pass
+    needed, low, high = 0, 0x80, 0xBF
+    for byte in data:
+        if needed:
+            if not low <= byte <= high:
+                return False
+            needed, low, high = needed - 1, 0x80, 0xBF
+        elif byte < 0x80:
+            continue
+        elif 0xC2 <= byte <= 0xDF:
+            needed = 1
+        elif 0xE0 <= byte <= 0xEF:
+            needed = 2
+            low, high = (0xA0, 0xBF) if byte == 0xE0 else (0x80, 0x9F) if byte == 0xED else (0x80, 0xBF)
+        elif 0xF0 <= byte <= 0xF4:
+            needed = 3
+            low, high = (0x90, 0xBF) if byte == 0xF0 else (0x80, 0x8F) if byte == 0xF4 else (0x80, 0xBF)
+        else:
+            return False
+    return True

@@ -1,10 +1,10 @@
 """Covering paths of the unstable tail: seed table, soundness, completeness."""
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 
 from cpc.candidates import CandidateFinder
-from cpc.pretokenize import split_tail
+from cpc.pretokenize import ends_inside_character, is_utf8_prefix, split_tail
 from tests.strategies import code_text, examples
 
 SEED_TABLE = {
@@ -112,6 +112,7 @@ def _brute_force(finder, text: str) -> dict[bytes, set[int]]:
             for t in range(len(pieces))
             if not special[t]
             and pieces[t].startswith(rest)
+            and is_utf8_prefix(before + pieces[t])
             and encoding._encode_bytes(before + pieces[t]) == [*stable, *tail_tokens, t]
         }
         if kept:
@@ -121,6 +122,9 @@ def _brute_force(finder, text: str) -> dict[bytes, set[int]]:
 
 @settings(max_examples=examples(25), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(text=code_text)
+# A random run found this: at the split before Ж's last byte, token b'\x96\x89'
+# re-encodes as itself, but Ж followed by a stray b'\x89' is no text anyone can type.
+@example(text="  こんにちはЖ")
 def test_no_candidate_lost_against_brute_force(cl100k_finder, text):
     expected = _brute_force(cl100k_finder, text)
     got = {p.before: set(p.token_ids.tolist()) for p in cl100k_finder.analyze(text).positions}
@@ -146,29 +150,75 @@ def test_every_path_reencodes_and_covers_the_typed_text(cl100k_finder, text):
 MODEL_CASES = ["userNa", "He introduced an intermediar", "    def __ini", "x = 名前", "print('😀 hel", "return self.va"]
 
 
+def _model_brute_force(finder, text: str) -> dict[bytes, set[int]]:
+    """Scan the whole vocabulary with the model's own tokenizer, re-encoding the tail before each split.
+
+    A token is kept when the tokens of ``tail + token`` spell it exactly and,
+    on a character boundary, ``encode(tail + token) == encode(tail) + [token]``;
+    inside a character (the tail has no encoding of
+    its own) when it is the last token of ``encode(tail + token)`` and the
+    tokens before it spell the tail exactly.
+    """
+    tokenizer = finder.tokenizer
+    vocab = finder.index.vocab
+    start = split_tail(text).byte_start
+    data = text.encode()
+    found = {}
+    for offset in range(start, len(data)):
+        before, rest = data[:offset], data[offset:]
+        tail = before[start:]
+        base = None if ends_inside_character(tail) else tokenizer.encode(tail)
+        kept = set()
+        for token, piece in enumerate(vocab.pieces):
+            if vocab.special[token] or not piece.startswith(rest) or not is_utf8_prefix(before + piece):
+                continue
+            full = tokenizer.encode(tail + piece)
+            if vocab.decode(full) != tail + piece:  # the tokenizer cannot spell this text
+                continue
+            if base is not None:
+                kept.update([token] if full == [*base, token] else [])
+            elif full[-1] == token and vocab.decode(full[:-1]) == tail:
+                kept.add(token)
+        if kept:
+            found[before] = kept
+    return found
+
+
+def _assert_paths_reencode_and_cover(finder, text: str, analysis, per_split: int = 50) -> None:
+    """Each path re-encodes to itself and spells the typed tail; with the
+    stable part's tokens in front, the whole typed text, where the model's
+    tokenizer can spell the stable part at all (SmolLM2's drops byte 0xF1)."""
+    tokenizer = finder.tokenizer
+    vocab = finder.index.vocab
+    typed = text.encode()
+    stable = typed[: analysis.split.byte_start]
+    spells_stable = vocab.decode(tokenizer.encode(stable)) == stable
+    for point in analysis.positions:
+        for token in point.token_ids.tolist()[:per_split]:
+            full = tokenizer.encode(point.before + vocab.pieces[token])
+            assert full[-1] == token
+            assert vocab.decode([*point.tail_tokens, token]).startswith(typed[len(stable) :])
+            assert not spells_stable or vocab.decode(full).startswith(typed)
+
+
 @pytest.mark.parametrize("text", MODEL_CASES)
 def test_model_tokenizer_paths_reencode_with_the_models_own_tokenizer(model_finder, text):
-    """Both tokenizer families (Gemma SentencePiece, SmolLM2 byte-level BPE):
+    """Every tokenizer family (Gemma SentencePiece, SmolLM2 byte-level BPE):
     every path is confirmed by re-encoding the whole text before it, and the
     whole vocabulary scanned by brute force finds no other token."""
-    tokenizer = model_finder.tokenizer
-    vocab = model_finder.index.vocab
     analysis = model_finder.analyze(text)
     got = {p.before: set(p.token_ids.tolist()) for p in analysis.positions}
     assert got, f"no covering path for {text!r}"
-    start = analysis.split.byte_start
-    data = text.encode()
-    for offset in range(start, len(data)):
-        before, rest = data[:offset], data[offset:]
-        base = tokenizer.encode(before[start:])
-        brute = {
-            t
-            for t, piece in enumerate(vocab.pieces)
-            if piece.startswith(rest) and not vocab.special[t] and tokenizer.encode(before[start:] + piece) == [*base, t]
-        }
-        assert got.get(before, set()) == brute
-    for point in analysis.positions:
-        for token in point.token_ids.tolist()[:50]:
-            full = tokenizer.encode(point.before + vocab.pieces[token])
-            assert full[-1] == token
-            assert vocab.decode(full).startswith(text.encode())
+    assert got == _model_brute_force(model_finder, text)
+    _assert_paths_reencode_and_cover(model_finder, text, analysis)
+
+
+@settings(max_examples=examples(8), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(text=code_text)
+@example(text="  こんにちはЖ")
+@example(text="\U00040000def")  # SmolLM2's tokenizer silently drops the byte 0xF1 of the stable part
+def test_model_tokenizers_lose_no_candidate_against_brute_force(model_finder, text):
+    analysis = model_finder.analyze(text)
+    got = {p.before: set(p.token_ids.tolist()) for p in analysis.positions}
+    assert got == _model_brute_force(model_finder, text)
+    _assert_paths_reencode_and_cover(model_finder, text, analysis, per_split=10)
