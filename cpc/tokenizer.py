@@ -14,6 +14,12 @@ validation goes through this one interface:
 whether ``encode(context + t) == encode(context) + [t]`` -- the seed's
 validation rule, done on bytes (so tokens that end inside a UTF-8 character
 are judged on what they are, not on a U+FFFD stand-in).
+
+A context the tokenizer does not spell back continues with no token: a
+normalising tokenizer (T5's unigram applies NFKC, ``ﬁ`` -> ``fi``) or one
+without byte fallback (a character with no piece becomes ``<unk>``) gives
+tokens that stand for other text, and no path through them covers the
+typed bytes.
 """
 
 from __future__ import annotations
@@ -44,8 +50,11 @@ class Tokenizer(ABC):
         """The canonical token ids of ``data`` (no BOS, special-token text kept as text)."""
 
     def continues(self, context: bytes, token_ids: Sequence[int] | np.ndarray) -> np.ndarray:
-        """Boolean mask: which ``token_ids`` re-encode as ``encode(context) + [t]``."""
+        """Boolean mask: which ``token_ids`` re-encode as ``encode(context) + [t]``
+        (none when ``encode(context)`` does not decode to ``context``)."""
         base = self.encode(context)
+        if self.vocab.decode(base) != context:
+            return np.zeros(len(token_ids), dtype=bool)
         pieces = self.vocab.pieces
         encode = self.encode
         return np.fromiter(
