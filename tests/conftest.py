@@ -1,6 +1,9 @@
-"""Shared fixtures (the real cl100k tokenizer and the two real GGUF models) and Hypothesis profiles.
+"""Shared fixtures (the real cl100k tokenizer, the two real GGUF models, a unigram vocabulary) and Hypothesis profiles.
 
-Models are opened vocabulary-only (no weights) once per session.
+Models are opened vocabulary-only (no weights) once per session. The
+vocabulary-only finders also run llama.cpp's third tokenizer family, T5's
+unigram, on a vocabulary trained for the tests (`tests.unigram_model`);
+it has no weights, so the engine stays on the two real models.
 
 Hypothesis profiles: ``ci`` (when ``CI=true``) is derandomized, so a green
 main stays green; ``fuzz`` (``make fuzz``, ``CPC_FUZZ=N``) draws fresh random
@@ -18,8 +21,10 @@ from hypothesis import settings
 from cpc.candidates import CandidateFinder
 from cpc.gguf import GGUFModel
 from cpc.tokenizer import LlamaTokenizer
+from tests.unigram_model import unigram_gguf
 
 MODEL_NAMES = ["default", "smollm2"]
+VOCABULARY_NAMES = [*MODEL_NAMES, "unigram"]
 
 settings.register_profile("ci", derandomize=True, database=None, print_blob=True)
 settings.register_profile("fuzz", derandomize=False, print_blob=True)
@@ -34,10 +39,11 @@ def cl100k_finder() -> CandidateFinder:
     return CandidateFinder.for_cl100k()
 
 
-@pytest.fixture(scope="session", params=MODEL_NAMES)
+@pytest.fixture(scope="session", params=VOCABULARY_NAMES)
 def model_finder(request) -> CandidateFinder:
-    """A finder over each test model's own vocabulary and tokenizer."""
-    return CandidateFinder(LlamaTokenizer(GGUFModel.open(request.param, vocab_only=True)))
+    """A finder over each test vocabulary's own tokenizer (Gemma's SentencePiece, SmolLM2's byte-level BPE, unigram)."""
+    model = unigram_gguf() if request.param == "unigram" else request.param
+    return CandidateFinder(LlamaTokenizer(GGUFModel.open(model, vocab_only=True)))
 
 
 @pytest.fixture(scope="session")
@@ -48,6 +54,11 @@ def gemma_tokenizer() -> LlamaTokenizer:
 @pytest.fixture(scope="session")
 def smollm2_tokenizer() -> LlamaTokenizer:
     return LlamaTokenizer(GGUFModel.open("smollm2", vocab_only=True))
+
+
+@pytest.fixture(scope="session")
+def unigram_tokenizer() -> LlamaTokenizer:
+    return LlamaTokenizer(GGUFModel.open(unigram_gguf(), vocab_only=True))
 
 
 @pytest.fixture(scope="session", params=MODEL_NAMES)
