@@ -183,10 +183,15 @@ class Conditioner:
         end = 0
         count = 0
         for token in tokens:
-            length = len(pieces[token])
-            if end + length > tail_start:
+            piece = pieces[token]
+            if end + len(piece) > tail_start:
                 break
-            end += length
+            if data[end : end + len(piece)] != piece:
+                # The tokenizer did not spell the stable part (a byte it has no
+                # token for, NFKC): token lengths no longer say where the tail
+                # starts, so the stable part is encoded alone.
+                return prompt_window(self.tokenizer.encode(data[:tail_start]), self.max_prompt_tokens), tail_start
+            end += len(piece)
             count += 1
         # The tail must start on a character boundary (byte-level tokens may not).
         while count and ends_inside_character(data[:end]):

@@ -34,6 +34,16 @@ def test_paths_cover_exactly_the_typed_text(engine, text):
     assert result.logprob >= logprobs[0]
 
 
+def test_a_byte_the_tokenizer_cannot_spell_is_read_once(engine):
+    """SmolLM2's tokenizer has no token for the byte 0x04 and drops it: the
+    prompt and the tail still read every other byte exactly once."""
+    text = "x = '\x04' + self.userNa"
+    result = engine.conditioner.condition(text)
+    spelled = engine.vocab.decode(engine.tokenizer.encode(text.encode()))
+    assert engine.vocab.decode(result.prompt) + result.tail == spelled
+    assert result.tail.endswith(b"userNa") and result.paths
+
+
 @pytest.mark.parametrize("text", TEXTS)
 def test_next_byte_distribution_sums_to_one(engine, text):
     result = engine.conditioner.condition(text)
