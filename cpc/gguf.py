@@ -45,6 +45,16 @@ def _LOG_CALLBACK(level: int, text: bytes, user_data: ctypes.c_void_p) -> None:
         log.error(text.decode("utf-8", "replace").rstrip())
 
 
+@cache
+def _cpu_has_amx() -> bool:
+    """Whether the CPU reports Intel AMX (Linux's /proc/cpuinfo flags)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as cpuinfo:
+            return any(line.startswith("flags") and " amx_" in line for line in cpuinfo)
+    except OSError:
+        return False
+
+
 class GGUFModel:
     """A loaded GGUF model: its vocabulary handle and (unless vocab-only) weights."""
 
@@ -74,11 +84,11 @@ class GGUFModel:
         params = llama_cpp.llama_model_default_params()
         params.vocab_only = vocab_only
         params.n_gpu_layers = gpu_layers
-        # No extra CPU buffer types (AMX tiles, repacked weights): on CPUs with
-        # AMX, llama.cpp 0.3.36 puts the weights in AMX buffers and its AMX
-        # matmul crashes the process on the first decode (seen on a Xeon with
-        # amx_int8/amx_bf16; CPUs without AMX never take that path).
-        params.use_extra_bufts = False
+        # On a CPU with AMX, llama.cpp 0.3.36 puts the weights in AMX buffers,
+        # and its AMX matmul crashed the process on the first decode (a VM whose
+        # Xeon reports amx_int8 but faults on ldtilecfg). Elsewhere the extra
+        # buffer types (repacked weights) stay: they are faster.
+        params.use_extra_bufts = not _cpu_has_amx()
         handle = llama_cpp.llama_model_load_from_file(str(path).encode(), params)
         if not handle:
             raise ModelError(
