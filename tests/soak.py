@@ -115,12 +115,14 @@ class Soak:
         self.checks = 0
         self.desyncs: list[dict] = []
         self.errors: list[str] = []
-        self.rss: list[tuple[float, float]] = []
+        self.drain_s = 0.0
+        self.rss: list[tuple[float, float, float]] = []
+        """(seconds, VmRSS MB, RssAnon MB) every second."""
         self.started = time.perf_counter()
 
     # -- the person -----------------------------------------------------------
 
-    async def run(self, duration: float, progress_every: float) -> None:
+    async def run(self, duration: float, progress_every: float, drain_timeout: float) -> None:
         sampler = asyncio.create_task(self.sample_rss())
         reporter = asyncio.create_task(self.report_progress(progress_every))
         deadline = self.started + duration
@@ -133,7 +135,7 @@ class Soak:
                 if self.edit_count >= self.checks_due():
                     await self.check_sync()
         finally:
-            await self.settle()
+            await self.settle(drain_timeout)
             await self.check_sync()
             sampler.cancel()
             reporter.cancel()
@@ -304,13 +306,15 @@ class Soak:
             self.shown_cache.remember(self.editor.uri, record.prefix, record.suffix, self.options, texts)
         record.prefix = record.suffix = None
 
-    async def settle(self, timeout: float = 60) -> None:
+    async def settle(self, timeout: float) -> None:
         """Wait for every answer still on its way."""
         pending = [r.request.answer for r in self.records if not r.request.answer.done()]
+        started = time.perf_counter()
         if pending:
-            done, late = await asyncio.wait(pending, timeout=timeout)
-            for future in late:
-                self.errors.append(f"no answer within {timeout:.0f} s after the run")
+            _, late = await asyncio.wait(pending, timeout=timeout)
+            if late:
+                self.errors.append(f"{len(late)} requests still without an answer {timeout:.0f} s after the editing stopped")
+        self.drain_s = time.perf_counter() - started
         await asyncio.sleep(0)  # let the last classifications run
 
     # -- checks ---------------------------------------------------------------
@@ -357,9 +361,9 @@ class Soak:
     # -- memory and progress --------------------------------------------------
 
     def sample_rss_once(self) -> None:
-        rss = _rss_mb(self.editor.server_pid)
-        if rss is not None:
-            self.rss.append((round(time.perf_counter() - self.started, 2), rss))
+        memory = _memory_mb(self.editor.server_pid)
+        if memory is not None:
+            self.rss.append((round(time.perf_counter() - self.started, 2), *memory))
 
     async def sample_rss(self) -> None:
         while True:
@@ -377,7 +381,8 @@ class Soak:
                 f"(model {kinds['model']}, cache {kinds['cache']}, superseded {kinds['superseded']}, "
                 f"cancelled {kinds['cancelled']}), model p50 {_percentile(model, 0.5):.0f} ms, "
                 f"accepted {self.accepted}, errors {len(self.errors)}, desyncs {len(self.desyncs)}, "
-                f"RSS {self.rss[-1][1] if self.rss else float('nan'):.0f} MB, doc {len(self.editor.text)} chars",
+                f"RSS {self.rss[-1][1] if self.rss else float('nan'):.0f} MB (anon {self.rss[-1][2] if self.rss else float('nan'):.0f}), "
+                f"doc {len(self.editor.text)} chars",
                 file=sys.stderr, flush=True,
             )
 
@@ -388,15 +393,17 @@ def _after_cursor(item: types.InlineCompletionItem) -> str:
     return item.insert_text.encode("utf-16-le")[2 * covered :].decode("utf-16-le")
 
 
-def _rss_mb(pid: int) -> float | None:
+def _memory_mb(pid: int) -> tuple[float, float] | None:
+    """``VmRSS`` and its anonymous part ``RssAnon`` (the heap: the caches; the rest is mapped model file)."""
     try:
         status = Path(f"/proc/{pid}/status").read_text()
     except OSError:
         return None
-    for line in status.splitlines():
-        if line.startswith("VmRSS:"):
-            return round(int(line.split()[1]) / 1024, 1)
-    return None
+    fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+    try:
+        return tuple(round(int(fields[name].split()[0]) / 1024, 1) for name in ("VmRSS", "RssAnon"))
+    except (KeyError, ValueError):
+        return None
 
 
 def _percentile(values: list[float], q: float) -> float:
@@ -404,17 +411,16 @@ def _percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))] if ordered else float("nan")
 
 
-def rss_verdict(rss: list[tuple[float, float]]) -> dict:
+def growth(samples: list[tuple[float, float]]) -> dict:
     """Start, end, peak, and the growth over the second half of the run (a plateau grows ~0 there)."""
-    if len(rss) < 4:
-        return {"samples": len(rss)}
-    values = [mb for _, mb in rss]
-    half = rss[len(rss) // 2 :]
+    if len(samples) < 4:
+        return {"samples": len(samples)}
+    values = [mb for _, mb in samples]
+    half = samples[len(samples) // 2 :]
     times = [t for t, _ in half]
     slope = statistics.linear_regression(times, [mb for _, mb in half]).slope if len(set(times)) > 1 else 0.0
     second_half_growth = max(mb for _, mb in half) - half[0][1]
     return {
-        "samples": len(rss),
         "start_mb": values[0],
         "end_mb": values[-1],
         "peak_mb": max(values),
@@ -458,7 +464,9 @@ def summarize(soak: Soak, duration: float, seed: int, model: str, server_counts:
         "desyncs": len(soak.desyncs),
         "desync_details": soak.desyncs,
         "final_text_identical": final_equal,
-        "rss": rss_verdict(soak.rss),
+        "rss": growth([(t, rss) for t, rss, _ in soak.rss]),
+        "rss_anon": growth([(t, anon) for t, _, anon in soak.rss]),
+        "drain_s": soak.drain_s,
         "server_stderr_tail": list(soak.editor.server_stderr)[-20:],
         "rss_curve": soak.rss,
         "requests_timeline": [
@@ -468,7 +476,9 @@ def summarize(soak: Soak, duration: float, seed: int, model: str, server_counts:
     }
 
 
-async def soak_run(model: str, duration: float, seed: int, check_every: int, progress_every: float) -> dict:
+async def soak_run(
+    model: str, duration: float, seed: int, check_every: int, progress_every: float, drain_timeout: float
+) -> dict:
     source = (Path(sysconfig.get_paths()["stdlib"]) / "argparse.py").read_text(encoding="utf-8")
     rng = random.Random(seed)
     # An editor's settings: the server's own debounce, not the benchmark's zero.
@@ -478,7 +488,7 @@ async def soak_run(model: str, duration: float, seed: int, check_every: int, pro
         await editor.open("file:///soak/argparse.py", source, cursor=0)
         soak = Soak(editor, source, rng, check_every)
         soak.sample_rss_once()
-        await soak.run(duration, progress_every)
+        await soak.run(duration, progress_every, drain_timeout)
         final_text, final_version = await editor.server_text() if soak.server_alive() else ("", -1)
         final_equal = final_text == editor.text and final_version == editor.version
         counts = await editor.status() if soak.server_alive() else None
@@ -488,7 +498,6 @@ async def soak_run(model: str, duration: float, seed: int, check_every: int, pro
 
 
 def summary_text(result: dict) -> str:
-    rss = result["rss"]
     lines = [
         f"soak: {result['duration_s']:.0f} s on {result['file']} ({result['file_chars']} chars), "
         f"model {result['model']}, seed {result['seed']}",
@@ -505,10 +514,16 @@ def summary_text(result: dict) -> str:
         f"  cache answers, editor's prediction vs server: {result['cache_answers_editor_vs_server']}",
         f"  errors {result['errors']}, desyncs {result['desyncs']} in {result['sync_checks']} checks, "
         f"final text identical: {result['final_text_identical']}",
-        f"  RSS start {rss.get('start_mb')} MB, end {rss.get('end_mb')} MB, peak {rss.get('peak_mb')} MB, "
-        f"second half +{rss.get('second_half_growth_mb')} MB ({rss.get('second_half_slope_mb_per_min')} MB/min): "
-        f"{'plateau' if rss.get('plateau') else 'STILL GROWING'}",
+        f"  answers still on their way when the editing stopped took {result['drain_s']:.1f} s more",
     ]
+    for name, title in (("rss", "VmRSS"), ("rss_anon", "RssAnon")):
+        rss = result[name]
+        if "start_mb" in rss:
+            lines.append(
+                f"  {title:8} start {rss['start_mb']:6.0f} MB, end {rss['end_mb']:6.0f} MB, peak {rss['peak_mb']:6.0f} MB, "
+                f"second half +{rss['second_half_growth_mb']:.0f} MB ({rss['second_half_slope_mb_per_min']:+.1f} MB/min): "
+                f"{'plateau' if rss['plateau'] else 'STILL GROWING'}"
+            )
     for message in result["error_messages"][:5]:
         lines.append(f"  error: {message}")
     return "\n".join(lines)
@@ -521,8 +536,12 @@ def plot(result: dict, path: str) -> None:
     import matplotlib.pyplot as plt
 
     fig, (memory, latency) = plt.subplots(2, 1, figsize=(12, 7), sharex=True)
-    memory.plot([t for t, _ in result["rss_curve"]], [mb for _, mb in result["rss_curve"]], color="#8172b2")
-    memory.set_ylabel("server RSS (MB)")
+    curve = result["rss_curve"]
+    memory.plot([row[0] for row in curve], [row[1] for row in curve], color="#8172b2", label="VmRSS")
+    memory.plot([row[0] for row in curve], [row[2] for row in curve], color="#937860", label="RssAnon (heap)")
+    memory.axvline(result["duration_s"], color="#999999", ls="--", lw=1, label="editing stops")
+    memory.legend(fontsize=8)
+    memory.set_ylabel("server memory (MB)")
     memory.set_ylim(bottom=0)
     memory.set_title(f"soak: {result['keystrokes']} keystrokes, {result['requests']} requests, "
                      f"{result['errors']} errors, {result['desyncs']} desyncs")
@@ -546,10 +565,14 @@ def main() -> int:
     parser.add_argument("--model", default="default")
     parser.add_argument("--check-every", type=int, default=100, help="edits between sync checks")
     parser.add_argument("--progress-every", type=float, default=15, help="seconds between progress lines")
+    parser.add_argument("--drain-timeout", type=float, default=120,
+                        help="seconds the answers still on their way may take after the editing stops")
     parser.add_argument("--json")
     parser.add_argument("--plot")
     args = parser.parse_args()
-    result = asyncio.run(soak_run(args.model, args.duration, args.seed, args.check_every, args.progress_every))
+    result = asyncio.run(
+        soak_run(args.model, args.duration, args.seed, args.check_every, args.progress_every, args.drain_timeout)
+    )
     print(summary_text(result))
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=1))
