@@ -1,14 +1,18 @@
-"""A headless editor for `cpc-lsp`: what `make demo` and the latency benchmark drive.
+"""A headless editor for `cpc-lsp`: what `make demo`, the latency benchmark and the soak run drive.
 
 It starts the real server as a subprocess, speaks LSP to it like an editor
-does (incremental ``didChange`` per keystroke, then
-``textDocument/inlineCompletion`` at the cursor), and keeps its own copy of
-the document to apply suggestions to::
+does (incremental ``didChange`` per keystroke, paste or deletion, then
+``textDocument/inlineCompletion`` at the cursor, with ``$/cancelRequest``
+for a stale one), and keeps its own copy of the document to apply
+suggestions to and to compare with the server's (``cpc/documentText``)::
 
     async with HeadlessEditor(["--model", "smollm2"]) as editor:
         await editor.open("file:///x.py", "import os\\nos.listd")
         editor.type("i")
         await editor.suggest()  # 'r(path)' or so: the text after the cursor
+
+The server's stderr is read all along: nothing else reads that pipe, and a
+server blocked on a full pipe would stop answering.
 """
 
 from __future__ import annotations
@@ -16,13 +20,38 @@ from __future__ import annotations
 import asyncio
 import sys
 import time
+import uuid
+from collections import deque
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from lsprotocol import types
 from pygls.lsp.client import LanguageClient
 
-from lsp_server.server import STATUS
+from lsp_server.server import DOCUMENT_TEXT, STATUS
+
+
+@dataclass(eq=False)
+class Request:
+    """One ``textDocument/inlineCompletion`` request: sent, then answered (or refused)."""
+
+    id: str
+    version: int
+    """The document version it asked about."""
+    cursor: int
+    sent: float
+    """``time.perf_counter()`` when it was sent."""
+    answer: asyncio.Future = field(repr=False)
+    """The ``InlineCompletionList`` (or None); an exception for an error response."""
+    answered: float | None = None
+    """When the response arrived (set by the transport, not when a caller awaits it)."""
+    cancelled: bool = False
+    """The editor sent ``$/cancelRequest`` for it."""
+
+    @property
+    def latency_ms(self) -> float | None:
+        return None if self.answered is None else (self.answered - self.sent) * 1000
 
 
 class HeadlessEditor:
@@ -41,6 +70,11 @@ class HeadlessEditor:
         self.text = ""
         self.cursor = 0
         self.version = 0
+        self.shown: list[types.ShowMessageParams] = []
+        """Every ``window/showMessage`` from the server (warnings, failed requests)."""
+        self.server_stderr: deque[str] = deque(maxlen=200)
+        """The server's last stderr lines."""
+        self._stderr_reader: asyncio.Task | None = None
         self._on_progress = on_progress or (lambda message, percentage: None)
 
         @self.client.feature(types.WINDOW_WORK_DONE_PROGRESS_CREATE)
@@ -59,10 +93,12 @@ class HeadlessEditor:
 
         @self.client.feature(types.WINDOW_SHOW_MESSAGE)
         def show_message(params: types.ShowMessageParams) -> None:
+            self.shown.append(params)
             print(f"cpc-lsp: {params.message}", file=sys.stderr)
 
     async def __aenter__(self) -> HeadlessEditor:
         await self.client.start_io(sys.executable, "-m", "lsp_server", *self.server_args)
+        self._stderr_reader = asyncio.create_task(self._read_stderr(self.client._server.stderr))
         capabilities = types.ClientCapabilities(
             window=types.WindowClientCapabilities(work_done_progress=True),
             general=types.GeneralClientCapabilities(position_encodings=[types.PositionEncodingKind.Utf16]),
@@ -78,6 +114,22 @@ class HeadlessEditor:
         await self.client.shutdown_async(None)
         self.client.exit(None)
         await self.client.stop()
+        if self._stderr_reader is not None:
+            await self._stderr_reader
+
+    async def _read_stderr(self, stream: asyncio.StreamReader) -> None:
+        async for line in stream:
+            self.server_stderr.append(line.decode(errors="replace").rstrip())
+
+    @property
+    def server_pid(self) -> int:
+        """The server process's id (to read its memory from ``/proc``)."""
+        return self.client._server.pid
+
+    @property
+    def server_exit_status(self) -> int | None:
+        """None while the server runs."""
+        return self.client._server.returncode
 
     async def status(self) -> Any:
         return await self.client.protocol.send_request_async(STATUS, {})
@@ -104,33 +156,68 @@ class HeadlessEditor:
             types.DidOpenTextDocumentParams(types.TextDocumentItem(uri=uri, language_id="python", version=1, text=text))
         )
 
+    def close(self) -> None:
+        self.client.text_document_did_close(types.DidCloseTextDocumentParams(types.TextDocumentIdentifier(self.uri)))
+
     def type(self, chars: str) -> None:
-        """Insert ``chars`` at the cursor: one ``didChange``, as an editor sends per keystroke."""
-        here = self.position(self.cursor)
+        """Insert ``chars`` at the cursor: one ``didChange``, as an editor sends per keystroke or paste."""
+        self.replace(self.cursor, self.cursor, chars)
+
+    def replace(self, start: int, end: int, text: str) -> None:
+        """Replace the characters ``[start, end)`` with ``text`` (one ``didChange``); the cursor ends after it."""
+        change = types.TextDocumentContentChangePartial(
+            range=types.Range(self.position(start), self.position(end)), text=text
+        )
         self.version += 1
         self.client.text_document_did_change(
             types.DidChangeTextDocumentParams(
                 text_document=types.VersionedTextDocumentIdentifier(uri=self.uri, version=self.version),
-                content_changes=[types.TextDocumentContentChangePartial(range=types.Range(here, here), text=chars)],
+                content_changes=[change],
             )
         )
-        self.text = self.text[: self.cursor] + chars + self.text[self.cursor :]
-        self.cursor += len(chars)
+        self.text = self.text[:start] + text + self.text[end:]
+        self.cursor = start + len(text)
+
+    def request_suggestions(self) -> Request:
+        """Ask for inline suggestions at the cursor without waiting for them."""
+        params = types.InlineCompletionParams(
+            text_document=types.TextDocumentIdentifier(self.uri),
+            position=self.position(self.cursor),
+            context=types.InlineCompletionContext(trigger_kind=types.InlineCompletionTriggerKind.Automatic),
+        )
+        request_id = str(uuid.uuid4())
+        sent = time.perf_counter()
+        pending = self.client.protocol.send_request(types.TEXT_DOCUMENT_INLINE_COMPLETION, params, msg_id=request_id)
+        request = Request(request_id, self.version, self.cursor, sent, asyncio.wrap_future(pending))
+
+        def arrived(_: object) -> None:
+            request.answered = time.perf_counter()
+
+        pending.add_done_callback(arrived)
+        return request
+
+    def cancel(self, request: Request) -> None:
+        """``$/cancelRequest``, as VS Code sends for a request it no longer needs."""
+        request.cancelled = True
+        self.client.cancel_request(types.CancelParams(id=request.id))
 
     async def suggest(self) -> str:
         """The first inline suggestion at the cursor, as the text it inserts after it ('' when none)."""
-        result = await self.client.text_document_inline_completion_async(
-            types.InlineCompletionParams(
-                text_document=types.TextDocumentIdentifier(self.uri),
-                position=self.position(self.cursor),
-                context=types.InlineCompletionContext(trigger_kind=types.InlineCompletionTriggerKind.Automatic),
-            )
-        )
+        result = await self.request_suggestions().answer
         if not result or not result.items:
             return ""
         item = result.items[0]
         replaced = self.cursor - self.offset(item.range.start)
         return item.insert_text[replaced:]
+
+    def accept(self, item: types.InlineCompletionItem) -> None:
+        """Apply a suggestion as an editor does when Tab accepts it: its range becomes its text."""
+        self.replace(self.offset(item.range.start), self.offset(item.range.end), item.insert_text)
+
+    async def server_text(self) -> tuple[str, int]:
+        """The server's copy of the document and its version (``cpc/documentText``)."""
+        answer = await self.client.protocol.send_request_async(DOCUMENT_TEXT, {"uri": self.uri})
+        return answer.text, answer.version
 
     def position(self, offset: int) -> types.Position:
         before = self.text[:offset]
