@@ -132,6 +132,10 @@ class SnapshotCache:
             self._cache.popitem(last=False)
         return found
 
+    def holds(self, snapshot: Snapshot) -> bool:
+        """Whether this very snapshot is still in the cache."""
+        return self._cache.get(snapshot.tokens) is snapshot
+
     def clear(self) -> None:
         self._cache.clear()
 
@@ -406,10 +410,24 @@ class ByteBeam:
         return None
 
     def _store(self, beam: Beam, allows: CommitFilter | None) -> None:
+        """Keep ``beam`` for the next keystroke, dropping the oldest beams.
+
+        Beams hold snapshots the snapshot cache may have evicted (4 MB each
+        for a 262k vocabulary): beams go while those exceed half the cache's
+        capacity, so all snapshots together stay within 1.5 x its budget.
+        """
         key = (self.snapshots.get(beam.start), allows, beam.data)
         self._beams[key] = beam
-        while len(self._beams) > self.beam_cache_size:
+        while len(self._beams) > 1 and (
+            len(self._beams) > self.beam_cache_size or self.snapshots_held_by_beams_only() > self.snapshots.capacity // 2
+        ):
             self._beams.popitem(last=False)
+
+    def snapshots_held_by_beams_only(self) -> int:
+        """How many snapshots the cached beams keep alive that the snapshot cache has let go."""
+        held = {id(root): root for root, _, _ in self._beams}
+        held.update((id(c.snapshot), c.snapshot) for beam in self._beams.values() for c in beam.candidates)
+        return sum(1 for snapshot in held.values() if not self.snapshots.holds(snapshot))
 
 
 def _prune(weights: list[float], pinned: list[bool], width: int, log_threshold: float) -> list[int]:

@@ -127,3 +127,16 @@ def test_beam_covers_the_canonical_tokenization(engine, text):
     assert pinned.tokens[len(engine.lm.bos) :] == canonical[:-1]
     path = pinned.log_committed + math.log(pinned.snapshot.probs[engine.index.position[canonical[-1]]])
     assert read.logprob >= path
+
+
+def test_cached_beams_keep_few_snapshots_beyond_the_cache():
+    """Beams hold snapshots the snapshot cache has evicted; the beam cache
+    lets go of old beams so those stay within half the cache's capacity."""
+    lm = ToyLM(seed=3)
+    beam = ByteBeam(lm, PrefixIndex(lm.vocab), width=4, threshold=0.0, snapshot_budget=0)
+    capacity = beam.snapshots.capacity  # the minimum, 8 snapshots
+    for k in range(60):  # 60 distinct prompts, each read on for a few bytes
+        beam.read((*lm.bos, k % 6, (k // 6) % 6), b"ab ba"[: 2 + k % 4])
+        assert beam.snapshots_held_by_beams_only() <= capacity // 2
+    assert beam.read((*lm.bos, 59 % 6, (59 // 6) % 6), b"ab ba"[: 2 + 59 % 4]).data  # the newest beam is kept
+    assert beam.stats.cache_hits >= 1
