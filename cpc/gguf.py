@@ -71,9 +71,14 @@ def llama_errors() -> Iterator[list[str]]:
 
 
 def llama_reason(lines: list[str]) -> str:
-    """The most telling of llama.cpp's error lines, without the C function names."""
-    reasons = [line.rsplit(": ", 1)[-1] if ": error loading model: " not in line
-               else line.split(": error loading model: ", 1)[1] for line in lines]
+    """The most telling of llama.cpp's error lines, without the C function names.
+
+    A failed load ends with generic lines ("failed to load model"); the
+    first line that says more (a short read, a tensor past the end of the
+    file, a failed allocation) is the reason.
+    """
+    reasons = [line.split(": ", 1)[-1] for line in lines]
+    reasons = [reason.removeprefix("error loading model: ") for reason in reasons]
     specific = [reason for reason in reasons if "failed to load model" not in reason]
     return (specific or reasons or ["no reason given"])[0]
 

@@ -5,7 +5,7 @@ next-token log-probabilities for every state out*, plus an end-of-sequence
 score. A state is simply the token sequence the model has read (BOS
 included), so callers never manage model memory:
 
-    >>> from cpc.gguf import GGUFModel, llama_errors, llama_reason
+    >>> from cpc.gguf import GGUFModel
     >>> from cpc.vocab import Vocabulary
     >>> model = GGUFModel.open("smollm2")
     >>> lm = LlamaLM(model, Vocabulary.from_gguf(model))

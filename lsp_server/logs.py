@@ -1,12 +1,15 @@
 """What the server's log may hold: its handler, pygls's log level, and document text kept out.
 
-Document text would reach the log two ways: pygls logs every message it
-sends at INFO (completions, ``cpc/documentText`` answers) and, at ERROR,
+Document text would reach the log three ways: pygls logs every message it
+sends at INFO (completions, ``cpc/documentText`` answers); at ERROR it logs
 the whole params of a request or notification it failed to handle (a
-``didChange`` carries the text). So pygls's loggers stay at WARNING, and a
-filter on our handler withholds the protocol values pygls passes to its
-log lines, keeping ids and method names. The ``logDocuments`` setting lifts
-both: pygls logs at DEBUG, every message in full.
+``didChange`` carries the text); and an exception's message may quote the
+value it failed on (``invalid literal for int(): '<text>'``). So pygls's
+loggers stay at WARNING, and a filter on our handler withholds the protocol
+values pygls passes to its log lines (ids and method names stay) and the
+messages of logged exceptions (their types and frames stay). The
+``logDocuments`` setting lifts all three: pygls logs at DEBUG, every
+message in full.
 """
 
 from __future__ import annotations
@@ -14,6 +17,8 @@ from __future__ import annotations
 import logging
 import re
 import sys
+import textwrap
+import traceback
 from typing import Any
 
 _PYGLS = "pygls"
@@ -24,19 +29,22 @@ WITHHELD = "<withheld: set logDocuments to log protocol messages>"
 
 
 class _DocumentFilter(logging.Filter):
-    """Replaces pygls's protocol values (params, message bodies, tracebacks) in its records."""
+    """Withholds what may quote a document: pygls's protocol values, exception messages."""
 
     def __init__(self) -> None:
         super().__init__()
         self.allow_documents = False
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if self.allow_documents or not record.name.startswith(_PYGLS) or not record.args:
+        if self.allow_documents:
             return True
-        if isinstance(record.args, tuple):
-            record.args = tuple(_plain_or_withheld(arg) for arg in record.args)
-        else:
-            record.args = {key: _plain_or_withheld(arg) for key, arg in record.args.items()}
+        if record.name.startswith(_PYGLS) and record.args:
+            if isinstance(record.args, tuple):
+                record.args = tuple(_plain_or_withheld(arg) for arg in record.args)
+            else:
+                record.args = {key: _plain_or_withheld(arg) for key, arg in record.args.items()}
+        if record.exc_info and record.exc_info[1] is not None:
+            record.exc_text = _traceback_without_messages(record.exc_info[1], set())  # the formatter uses it as is
         return True
 
 
@@ -44,6 +52,23 @@ def _plain_or_withheld(value: Any) -> Any:
     if isinstance(value, int) or (isinstance(value, str) and _PLAIN.fullmatch(value)):
         return value
     return WITHHELD
+
+
+def _traceback_without_messages(error: BaseException, seen: set[int]) -> str:
+    """A traceback with every frame and exception type, causes and group members included, but no messages."""
+    seen.add(id(error))
+    parts = []
+    cause = error.__cause__ if error.__cause__ is not None else (
+        None if error.__suppress_context__ else error.__context__
+    )
+    if cause is not None and id(cause) not in seen:
+        parts += [_traceback_without_messages(cause, seen), "\nwhich led to:\n\n"]
+    parts.append("Traceback (most recent call last):\n")
+    parts += traceback.format_tb(error.__traceback__)
+    parts.append(f"{type(error).__module__}.{type(error).__qualname__}: {WITHHELD}")
+    for member in getattr(error, "exceptions", ()):  # an exception group's
+        parts.append("\n" + textwrap.indent(_traceback_without_messages(member, seen), "  | "))
+    return "".join(parts)
 
 
 _filter = _DocumentFilter()

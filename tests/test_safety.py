@@ -21,7 +21,7 @@ from lsprotocol import types
 from pygls.lsp.client import LanguageClient as PlainClient
 from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
 
-pytestmark = pytest.mark.asyncio(loop_scope="module")
+module_loop = pytest.mark.asyncio(loop_scope="module")
 
 SERVER = [sys.executable, "-m", "lsp_server"]
 SECRET = f"SECRET_{uuid.uuid4().hex}"
@@ -63,8 +63,11 @@ def listening_addresses(port: int) -> set[str]:
     return found
 
 
-async def answers_over_tcp(port: int) -> dict:
-    """Connect to 127.0.0.1:``port`` (waiting for the server to listen), initialize, ask `cpc/status`, shut down."""
+async def answers_over_tcp(port: int) -> tuple[dict, set[str]]:
+    """Connect to 127.0.0.1:``port`` (waiting for the server to listen), initialize, ask `cpc/status`, shut down.
+
+    Returns the status and the addresses the server listened on while it answered.
+    """
     deadline = time.monotonic() + 60
     while not listening_addresses(port):
         assert time.monotonic() < deadline, "the server did not listen in time"
@@ -75,9 +78,10 @@ async def answers_over_tcp(port: int) -> dict:
         result = await client.initialize_async(types.InitializeParams(capabilities=types.ClientCapabilities()))
         assert result.server_info.name == "cpc-lsp"
         state = await client.protocol.send_request_async("cpc/status", {})
+        addresses = listening_addresses(port)
         await client.shutdown_async(None)
         client.exit(None)
-        return state
+        return state, addresses
     finally:
         await client.stop()
 
@@ -106,6 +110,7 @@ def test_tcp_needs_a_port():
     assert result.returncode != 0 and "HOST:PORT" in result.stderr
 
 
+@module_loop
 @pytest.mark.parametrize(
     ("args", "bound"),
     [
@@ -118,8 +123,8 @@ async def test_tcp_listens_where_allowed_and_serves(args, bound):
     port = free_port()
     server = start_tcp_server(*[arg.format(port=port) for arg in args])
     try:
-        state = await answers_over_tcp(port)
-        assert listening_addresses(port) == {bound}
+        state, addresses = await answers_over_tcp(port)
+        assert addresses == {bound}
         assert state.ready is False and state.error is None  # no `initialized` sent: the model is not loading
         server.wait(timeout=30)  # `exit` ends it
     finally:
@@ -198,7 +203,7 @@ async def inline(client: LanguageClient, uri: str, line: int, character: int) ->
 async def a_session_with_a_secret(client: LanguageClient, workspace: Path, secret: str) -> None:
     """Open, complete, read back, and error paths: a bad position, an edit to an unknown document,
     a notification whose params do not parse."""
-    uri = (workspace / f"{secret[:12]}.py").as_uri()
+    uri = (workspace / f"session_{uuid.uuid4().hex[:8]}.py").as_uri()
     text = f"API_KEY = '{secret}'\nimport os\nos.getcw"
     open_document(client, uri, text)
     assert (await inline(client, uri, 2, len("os.getcw"))).items
@@ -212,13 +217,14 @@ async def a_session_with_a_secret(client: LanguageClient, workspace: Path, secre
         )
     )
     # params that do not parse: pygls logs the failure
-    client.protocol.notify(
-        types.TEXT_DOCUMENT_DID_OPEN,
-        {"textDocument": {"uri": uri + ".bad", "languageId": "python", "version": secret, "text": secret}},
-    )
+    bad_open = {"uri": uri + ".bad", "languageId": "python", "version": secret, "text": secret}
+    # raw JSON: the client's typed `notify` would refuse to send it
+    client.protocol._send_data({"jsonrpc": "2.0", "method": types.TEXT_DOCUMENT_DID_OPEN,
+                                "params": {"textDocument": bad_open}})
     assert (await status(client)).ready  # the server goes on
 
 
+@module_loop
 async def test_the_server_reads_no_workspace_file(client: LanguageClient, workspace: Path, server_files):
     # the editor's copy of app.py differs from the disk's: the editor's is the one used
     uri = (workspace / "app.py").as_uri()
@@ -237,6 +243,7 @@ async def test_the_server_reads_no_workspace_file(client: LanguageClient, worksp
     assert not [path for path in opened if path.startswith(str(workspace))]
 
 
+@module_loop
 async def test_no_document_text_in_the_logs(client: LanguageClient, workspace: Path, server_files):
     await a_session_with_a_secret(client, workspace, SECRET)
     await status(client)
@@ -247,6 +254,7 @@ async def test_no_document_text_in_the_logs(client: LanguageClient, workspace: P
     assert not [m.message for m in client.messages if SECRET in m.message]
 
 
+@module_loop
 async def test_log_documents_lets_the_log_show_them(client: LanguageClient, workspace: Path, server_files):
     client.workspace_did_change_configuration(types.DidChangeConfigurationParams(settings={"logDocuments": True}))
     debug_secret = f"DEBUG_{uuid.uuid4().hex}"
