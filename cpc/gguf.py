@@ -14,6 +14,9 @@ from __future__ import annotations
 import ctypes
 import logging
 import os
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import cache
 from pathlib import Path
 
@@ -30,6 +33,8 @@ _NOT_TEXT = (
     | llama_cpp.LLAMA_TOKEN_ATTR_UNUSED
 )
 _GGML_LOG_LEVEL_ERROR = 4
+_KV_BYTES_PER_VALUE = 2  # llama.cpp's default KV cache type is f16
+_errors_seen = threading.local()
 
 
 @cache
@@ -42,7 +47,40 @@ def _init_backend() -> None:
 @llama_cpp.llama_log_callback
 def _LOG_CALLBACK(level: int, text: bytes, user_data: ctypes.c_void_p) -> None:
     if level == _GGML_LOG_LEVEL_ERROR:
-        log.error(text.decode("utf-8", "replace").rstrip())
+        line = text.decode("utf-8", "replace").rstrip()
+        log.error(line)
+        collected = getattr(_errors_seen, "lines", None)
+        if collected is not None:
+            collected.append(line)
+
+
+@contextmanager
+def llama_errors() -> Iterator[list[str]]:
+    """The error lines llama.cpp logs on this thread while the block runs.
+
+    llama.cpp answers a failed load with a null handle; the reason (a
+    truncated file, a failed allocation) is only in its log.
+    """
+    _init_backend()
+    lines: list[str] = []
+    _errors_seen.lines = lines
+    try:
+        yield lines
+    finally:
+        _errors_seen.lines = None
+
+
+def llama_reason(lines: list[str]) -> str:
+    """The most telling of llama.cpp's error lines, without the C function names.
+
+    A failed load ends with generic lines ("failed to load model"); the
+    first line that says more (a short read, a tensor past the end of the
+    file, a failed allocation) is the reason.
+    """
+    reasons = [line.split(": ", 1)[-1] for line in lines]
+    reasons = [reason.removeprefix("error loading model: ") for reason in reasons]
+    specific = [reason for reason in reasons if "failed to load model" not in reason]
+    return (specific or reasons or ["no reason given"])[0]
 
 
 @cache
@@ -58,9 +96,10 @@ def _cpu_has_amx() -> bool:
 class GGUFModel:
     """A loaded GGUF model: its vocabulary handle and (unless vocab-only) weights."""
 
-    def __init__(self, path: Path, handle: llama_cpp.llama_model_p):
+    def __init__(self, path: Path, handle: llama_cpp.llama_model_p, gpu_layers: int = 0):
         self.path = path
         self.handle = handle
+        self.gpu_layers = gpu_layers
         self.vocab_handle = llama_cpp.llama_model_get_vocab(handle)
         self.n_vocab = llama_cpp.llama_vocab_n_tokens(self.vocab_handle)
         self._tokens = (llama_cpp.llama_token * 4096)()
@@ -80,7 +119,6 @@ class GGUFModel:
         llama.cpp cannot load it.
         """
         path = resolve_model(model, progress)
-        _init_backend()
         params = llama_cpp.llama_model_default_params()
         params.vocab_only = vocab_only
         params.n_gpu_layers = gpu_layers
@@ -89,19 +127,46 @@ class GGUFModel:
         # Xeon reports amx_int8 but faults on ldtilecfg). Elsewhere the extra
         # buffer types (repacked weights) stay: they are faster.
         params.use_extra_bufts = not _cpu_has_amx()
-        handle = llama_cpp.llama_model_load_from_file(str(path).encode(), params)
+        with llama_errors() as errors:
+            handle = llama_cpp.llama_model_load_from_file(str(path).encode(), params)
         if not handle:
             raise ModelError(
-                f"llama.cpp could not load {path}: the file is corrupt or of an unsupported "
-                "architecture -- replace it or point --model at another GGUF file"
+                f"llama.cpp could not load {path} ({llama_reason(errors)}): the file is truncated, corrupt "
+                "or of an architecture this llama.cpp does not know -- copy it again, "
+                "or set `model` (or --model) to another GGUF file"
             )
-        return cls(path, handle)
+        return cls(path, handle, gpu_layers)
 
     def __del__(self) -> None:
         handle = getattr(self, "handle", None)
         if handle:
             llama_cpp.llama_model_free(handle)
             self.handle = None
+
+    def kv_bytes_per_token(self) -> int:
+        """KV-cache bytes one token of context takes (every layer, keys and values, f16).
+
+        Read from the GGUF metadata: llama.cpp's ``llama_model_n_head`` aborts
+        the process on a vocabulary-only model.
+        """
+        arch = self.metadata("general.architecture")
+        layers = self._metadata_int(f"{arch}.block_count", 0)
+        heads = self._metadata_int(f"{arch}.attention.head_count", 1)
+        kv_heads = self._metadata_int(f"{arch}.attention.head_count_kv", heads)
+        head_size = self._metadata_int(f"{arch}.embedding_length", 0) // max(1, heads)
+        key_size = self._metadata_int(f"{arch}.attention.key_length", head_size)
+        value_size = self._metadata_int(f"{arch}.attention.value_length", head_size)
+        return layers * kv_heads * (key_size + value_size) * _KV_BYTES_PER_VALUE
+
+    def metadata(self, key: str) -> str | None:
+        """A GGUF metadata value as text, or None when the file has no such key."""
+        buffer = ctypes.create_string_buffer(256)
+        length = llama_cpp.llama_model_meta_val_str(self.handle, key.encode(), buffer, len(buffer))
+        return buffer.value.decode("utf-8", "replace") if length >= 0 else None
+
+    def _metadata_int(self, key: str, default: int) -> int:
+        value = self.metadata(key)
+        return int(value) if value and value.isdigit() else default  # per-layer arrays read as the default
 
     def tokenize(self, data: bytes) -> list[int]:
         """Token ids of ``data`` with the model's own tokenizer (no BOS, no special parsing)."""

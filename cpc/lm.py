@@ -40,7 +40,7 @@ from dataclasses import dataclass
 import llama_cpp
 import numpy as np
 
-from cpc.gguf import GGUFModel
+from cpc.gguf import GGUFModel, llama_errors, llama_reason
 from cpc.models import ModelError
 from cpc.vocab import Vocabulary
 
@@ -141,9 +141,14 @@ class LlamaLM(LanguageModel):
         params.kv_unified = False  # one stream per sequence: exact results (see the module docstring)
         params.swa_full = True  # sliding-window layers keep every position, so any prefix can be reused
         params.no_perf = True
-        self._ctx = llama_cpp.llama_init_from_model(model.handle, params)
+        _check_context_fits(model, n_ctx, n_seq)
+        with llama_errors() as errors:
+            self._ctx = llama_cpp.llama_init_from_model(model.handle, params)
         if not self._ctx:
-            raise ModelError(f"llama.cpp could not create a context for {model.path} (n_ctx={n_ctx} x {n_seq})")
+            raise ModelError(
+                f"llama.cpp could not create a context of {n_ctx} tokens x {n_seq} sequences for "
+                f"{model.path.name} ({llama_reason(errors)}) -- lower the `contextSize` setting"
+            )
         self._memory = llama_cpp.llama_get_memory(self._ctx)
         self._batch = llama_cpp.llama_batch_init(n_batch, 0, 1)
         self._slots: list[np.ndarray] = [np.empty(0, dtype=np.int64) for _ in range(n_seq)]
@@ -334,6 +339,43 @@ class LlamaLM(LanguageModel):
         peak = logits.max()
         log_total = peak + np.log(np.exp(logits - peak, dtype=np.float64).sum())
         return (logits - log_total).astype(np.float32)
+
+
+def _check_context_fits(model: GGUFModel, n_ctx: int, n_seq: int) -> None:
+    """Refuse a context llama.cpp cannot address or this machine cannot hold, before allocating it.
+
+    llama.cpp zeroes its KV cache as soon as it is allocated: a cache larger
+    than the free memory (but not the total) would bring in the OOM killer
+    instead of a failed allocation.
+    """
+    tokens = n_ctx * n_seq
+    if not 1 <= tokens < 2**32:
+        raise ModelError(
+            f"a context of {n_ctx} tokens x {n_seq} sequences is outside what llama.cpp can address -- "
+            "set `contextSize` between 512 and a few thousand"
+        )
+    if model.gpu_layers and llama_cpp.llama_supports_gpu_offload():
+        return  # the cache lives on the GPU; llama.cpp reports a failed allocation there itself
+    needed = tokens * model.kv_bytes_per_token()
+    available = _available_memory()
+    if available is not None and needed > available:
+        raise ModelError(
+            f"a context of {n_ctx} tokens x {n_seq} sequences needs {needed / 2**30:.1f} GiB for the KV cache "
+            f"of {model.path.name}, and {available / 2**30:.1f} GiB of memory is available -- "
+            "lower the `contextSize` setting"
+        )
+
+
+def _available_memory() -> int | None:
+    """Bytes of memory the system can give without swapping (Linux), or None when unknown."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
 
 
 def _document_start(vocab_handle: llama_cpp.llama_vocab_p) -> int:

@@ -58,21 +58,30 @@ def resolve_model(name_or_path: str | os.PathLike | None = None, progress: Progr
 
 
 def check_gguf(path: Path) -> None:
-    """Raise `ModelError` unless ``path`` is a readable file with the GGUF magic."""
+    """Raise `ModelError` unless ``path`` is a readable, non-empty file with the GGUF magic."""
     if not path.exists():
         raise ModelError(
-            f"model file not found: {path} -- pass --model with the path of a GGUF file, "
+            f"model file not found: {path} -- set the `model` setting (or --model) to the path of a GGUF file, "
             "or use the default model (installed by `make install`)"
         )
+    if path.is_dir():
+        inside = sorted(child.name for child in path.glob("*.gguf"))[:3]
+        hint = f" (it holds {', '.join(inside)})" if inside else ""
+        raise ModelError(f"{path} is a directory, not a GGUF file -- set `model` to a .gguf file{hint}")
     try:
         with path.open("rb") as handle:
             magic = handle.read(4)
     except OSError as error:
-        raise ModelError(f"model file {path} cannot be read: {error}") from error
+        raise ModelError(f"model file {path} cannot be read: {error} -- check its permissions") from error
+    if not magic:
+        raise ModelError(
+            f"{path} is empty (0 bytes), not a GGUF model: an interrupted copy? -- copy it again, "
+            "or set `model` to another GGUF file"
+        )
     if magic != GGUF_MAGIC:
         raise ModelError(
-            f"{path} is not a GGUF model (it starts with {magic!r}, not b'GGUF'); "
-            "it may be truncated or corrupt -- replace it, or point --model at another GGUF file"
+            f"{path} is not a GGUF model (it starts with {magic!r}, not b'GGUF') -- "
+            "set `model` to a .gguf file (llama.cpp's format)"
         )
 
 

@@ -38,6 +38,8 @@ from cpc.models import Progress
 MAX_PREFIX_CHARS = 32_000
 """Text before the cursor that a request reads at most (the prompt window is shorter still)."""
 MAX_SUFFIX_CHARS = 4_000
+DEFAULT_CONTEXT_SIZE = 1536
+"""Tokens of context per sequence in the model's KV cache (it keeps 8 sequences)."""
 
 
 @dataclass(frozen=True)
@@ -47,6 +49,7 @@ class EngineSettings:
     model: str = "default"
     gpu_layers: int = 0
     threads: int = 0
+    context_size: int = DEFAULT_CONTEXT_SIZE
 
 
 @dataclass(frozen=True)
@@ -118,16 +121,19 @@ class CompletionSession:
         return self.engine is not None
 
     def load(self, model: str = "default", *, gpu_layers: int = 0, threads: int = 0,
-             progress: Progress | None = None) -> None:
+             context_size: int = DEFAULT_CONTEXT_SIZE, progress: Progress | None = None) -> None:
         """Load the engine unless it is loaded with these settings already.
 
-        Raises `cpc.models.ModelError` for a missing or corrupt model; the
-        engine loaded before stays in service.
+        Raises `cpc.models.ModelError` for a missing or corrupt model, or a
+        context too large to allocate; the engine loaded before stays in
+        service.
         """
-        settings = EngineSettings(model, gpu_layers, threads)
+        settings = EngineSettings(model, gpu_layers, threads, context_size)
         if settings == self.settings and self.engine is not None:
             return
-        engine = Engine.load(model, gpu_layers=gpu_layers, threads=threads or None, progress=progress)
+        engine = Engine.load(
+            model, gpu_layers=gpu_layers, threads=threads or None, n_ctx=context_size, progress=progress
+        )
         self.engine, self.settings = engine, settings
         self.cache = SuggestionCache()
 

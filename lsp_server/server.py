@@ -30,6 +30,7 @@ from pygls.lsp.server import LanguageServer
 from cpc.lm import Cancelled
 from cpc.models import ModelError
 from cpc.session import CompletionSession
+from lsp_server import logs
 from lsp_server.settings import Settings
 
 SERVER_NAME = "cpc-lsp"
@@ -83,13 +84,19 @@ class CPCServer(LanguageServer):
             settings = replace(settings, model=self.model_override)
         for problem in problems:
             self.show(types.MessageType.Warning, f"cpc-lsp setting ignored: {problem}")
+        logs.log_documents(settings.log_documents)
         reload = settings.engine != self.settings.engine
         self.settings = settings
         if reload and (self.session.ready or self.loading or self.load_error):
+            self.loading = True  # before the next message is read, so `cpc/status` never shows the old state
             asyncio.ensure_future(self.load_model())
 
     async def load_model(self) -> None:
-        """Load the model on the worker thread, reporting work-done progress."""
+        """Load the model on the worker thread, reporting work-done progress.
+
+        A model that fails to load (a bad file, a context too large) is
+        reported once, and the model loaded before goes on serving.
+        """
         settings = self.settings.engine
         self.loading = True
         token = str(uuid.uuid4())
@@ -109,12 +116,20 @@ class CPCServer(LanguageServer):
                     settings.model,
                     gpu_layers=settings.gpu_layers,
                     threads=settings.threads,
+                    context_size=settings.context_size,
                     progress=report,
                 )
             )
-        except (ModelError, OSError, ValueError, RuntimeError) as error:
-            self.load_error = str(error)
-            self.show(types.MessageType.Error, f"cpc-lsp could not load the model: {error}")
+        except Exception as error:  # whatever the file or llama.cpp did, the server goes on
+            if not isinstance(error, ModelError):
+                log.exception("loading %s failed", settings.model)
+            serving = self.session.engine
+            still = (
+                f"still serving {serving.vocab.name}" if serving
+                else "no model is loaded: suggestions stay empty until the `model` setting names one that loads"
+            )
+            self.load_error = f"could not load the model: {error}; {still}"
+            self.show(types.MessageType.Error, f"cpc-lsp {self.load_error}")
         else:
             self.load_error = None
             name = self.session.engine.vocab.name
@@ -215,10 +230,12 @@ class CPCServer(LanguageServer):
         return answer.completions
 
     def status(self) -> dict[str, Any]:
+        engine = self.session.engine
         return {
             "ready": self.session.ready,
             "loading": self.loading,
-            "model": self.session.engine.vocab.name if self.session.engine else None,
+            "model": engine.vocab.name if engine else None,
+            "modelPath": str(engine.model.path) if engine else None,
             "error": self.load_error,
             "running": self.in_flight,
             "settings": self.settings.as_client_json(),
@@ -228,11 +245,14 @@ class CPCServer(LanguageServer):
     # -- messages -------------------------------------------------------------
 
     def log(self, message: str) -> None:
+        """A line in the log file and the client's log (``window/logMessage``)."""
         log.info(message)
         self.window_log_message(types.LogMessageParams(type=types.MessageType.Info, message=message))
 
     def show(self, kind: types.MessageType, message: str) -> None:
-        log.warning(message)
+        """A message for the user (``window/showMessage``), kept in both logs too."""
+        log.log(logging.ERROR if kind == types.MessageType.Error else logging.WARNING, message)
+        self.window_log_message(types.LogMessageParams(type=kind, message=message))
         self.window_show_message(types.ShowMessageParams(type=kind, message=message))
 
 

@@ -16,19 +16,22 @@ from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from cpc.generate import MODES, Options
-from cpc.session import EngineSettings
+from cpc.session import DEFAULT_CONTEXT_SIZE, EngineSettings
 
 _KEYS = {
     "model": "model",
     "gpuLayers": "gpu_layers",
     "threads": "threads",
+    "contextSize": "context_size",
     "mode": "mode",
     "multiline": "multiline",
     "maxTokens": "max_tokens",
     "items": "items",
     "debounceMs": "debounce_ms",
+    "logDocuments": "log_documents",
 }
-_MINIMUM = {"gpu_layers": -1, "threads": 0, "max_tokens": 1, "items": 1, "debounce_ms": 0}
+_MINIMUM = {"gpu_layers": -1, "threads": 0, "context_size": 512, "max_tokens": 1, "items": 1, "debounce_ms": 0}
+_SWITCHES = ("multiline", "log_documents")
 
 
 @dataclass(frozen=True)
@@ -39,6 +42,8 @@ class Settings:
     """Layers offloaded to the GPU (-1: all) when llama-cpp-python was built with CUDA or Metal."""
     threads: int = 0
     """CPU threads for the model; 0 uses every core this process may run on."""
+    context_size: int = DEFAULT_CONTEXT_SIZE
+    """Tokens of context per sequence in the model's KV cache (memory grows with it)."""
     mode: str = "cpc"
     multiline: bool = False
     max_tokens: int = 48
@@ -46,6 +51,8 @@ class Settings:
     """Suggestions per request."""
     debounce_ms: int = 30
     """How long a request waits for a newer keystroke before it starts the model."""
+    log_documents: bool = False
+    """Debugging: let the logs show whole protocol messages, document text included."""
 
     def updated(self, raw: Mapping[str, Any] | None) -> tuple[Settings, list[str]]:
         """These settings with the client's values applied, and a message per value refused."""
@@ -68,7 +75,7 @@ class Settings:
 
     @property
     def engine(self) -> EngineSettings:
-        return EngineSettings(self.model, self.gpu_layers, self.threads)
+        return EngineSettings(self.model, self.gpu_layers, self.threads, self.context_size)
 
     @property
     def options(self) -> Options:
@@ -84,7 +91,7 @@ def _check(name: str, key: str, value: Any) -> str | None:
         return None if isinstance(value, str) and value.strip() else f"{key} must be a model name or a file path"
     if name == "mode":
         return None if value in MODES else f"{key} must be one of {', '.join(MODES)} (got {value!r})"
-    if name == "multiline":
+    if name in _SWITCHES:
         return None if isinstance(value, bool) else f"{key} must be true or false (got {value!r})"
     minimum = _MINIMUM[name]
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
