@@ -21,11 +21,13 @@ export interface InitializationOptions {
     model: string;
     gpuLayers: number;
     threads: number;
+    contextSize: number;
     mode: Mode;
     multiline: boolean;
     maxTokens: number;
     items: number;
     debounceMs: number;
+    logDocuments: boolean;
 }
 
 /** Every setting of the extension, validated. */
@@ -38,11 +40,13 @@ export const DEFAULTS: Readonly<CpcSettings> = Object.freeze({
     model: 'default',
     gpuLayers: 0,
     threads: 0,
+    contextSize: 1536,
     mode: 'cpc',
     multiline: false,
     maxTokens: 48,
     items: 1,
     debounceMs: 30,
+    logDocuments: false,
     serverPath: 'cpc-lsp',
     serverArgs: Object.freeze([]) as unknown as string[],
 });
@@ -52,11 +56,13 @@ export const INITIALIZATION_KEYS: readonly (keyof InitializationOptions)[] = [
     'model',
     'gpuLayers',
     'threads',
+    'contextSize',
     'mode',
     'multiline',
     'maxTokens',
     'items',
     'debounceMs',
+    'logDocuments',
 ];
 
 /** Settings that shape the command line: changing one restarts the server. */
@@ -161,7 +167,8 @@ export function resolveModel(model: string, ctx: PathContext = {}): string {
 /**
  * Read and validate every setting. Missing or ill-typed values fall back to
  * the defaults; integers are truncated and clamped (items >= 1,
- * maxTokens >= 1, threads >= 0, debounceMs >= 0, gpuLayers >= -1).
+ * maxTokens >= 1, threads >= 0, debounceMs >= 0, gpuLayers >= -1,
+ * contextSize >= 512).
  */
 export function readSettings(source: SettingsSource | Record<string, unknown> | undefined, ctx: PathContext = {}): CpcSettings {
     const get = isSource(source)
@@ -171,11 +178,13 @@ export function readSettings(source: SettingsSource | Record<string, unknown> | 
         model: resolveModel(toNonEmptyString(get('model'), DEFAULTS.model), ctx),
         gpuLayers: toInteger(get('gpuLayers'), DEFAULTS.gpuLayers, -1),
         threads: toInteger(get('threads'), DEFAULTS.threads, 0),
+        contextSize: toInteger(get('contextSize'), DEFAULTS.contextSize, 512),
         mode: toMode(get('mode')),
         multiline: toBoolean(get('multiline'), DEFAULTS.multiline),
         maxTokens: toInteger(get('maxTokens'), DEFAULTS.maxTokens, 1),
         items: toInteger(get('items'), DEFAULTS.items, 1),
         debounceMs: toInteger(get('debounceMs'), DEFAULTS.debounceMs, 0),
+        logDocuments: toBoolean(get('logDocuments'), DEFAULTS.logDocuments),
         serverPath: expandPath(toNonEmptyString(get('serverPath'), DEFAULTS.serverPath), ctx),
         serverArgs: toStringArray(get('serverArgs')).map((arg) => expandPath(arg, ctx)),
     };
@@ -187,11 +196,13 @@ export function initializationOptions(settings: CpcSettings): InitializationOpti
         model: settings.model,
         gpuLayers: settings.gpuLayers,
         threads: settings.threads,
+        contextSize: settings.contextSize,
         mode: settings.mode,
         multiline: settings.multiline,
         maxTokens: settings.maxTokens,
         items: settings.items,
         debounceMs: settings.debounceMs,
+        logDocuments: settings.logDocuments,
     };
 }
 

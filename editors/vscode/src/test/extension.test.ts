@@ -21,11 +21,13 @@ const settings: Record<string, unknown> = {
     model: 'smollm2',
     gpuLayers: -1,
     threads: 2,
+    contextSize: 100,
     mode: 'heal',
     multiline: true,
     maxTokens: 16,
     items: 0,
     debounceMs: 5,
+    logDocuments: true,
 };
 
 const { commands, providers, channels, errors, changeConfiguration } = installVscodeStub(settings);
@@ -90,11 +92,13 @@ describe('extension (stub vscode, fake server)', () => {
             model: 'smollm2',
             gpuLayers: -1,
             threads: 2,
+            contextSize: 512,
             mode: 'heal',
             multiline: true,
             maxTokens: 16,
             items: 1,
             debounceMs: 5,
+            logDocuments: true,
         });
         assert.deepEqual(initialize.params.capabilities.textDocument.inlineCompletion, { dynamicRegistration: true });
     });
@@ -108,6 +112,7 @@ describe('extension (stub vscode, fake server)', () => {
         assert.deepEqual(Object.keys(change.params.settings), ['cpc']);
         assert.equal(change.params.settings.cpc.mode, 'heal');
         assert.equal(change.params.settings.cpc.maxTokens, 16);
+        assert.equal(change.params.settings.cpc.logDocuments, true);
     });
 
     it('restarts the server on cpc.restartServer', async () => {
@@ -120,6 +125,7 @@ describe('extension (stub vscode, fake server)', () => {
 
     it('restarts when serverArgs change, not when other settings do', async () => {
         changeConfiguration('cpc.maxTokens');
+        changeConfiguration('cpc.contextSize', 'cpc.logDocuments');
         await new Promise((resolve) => setTimeout(resolve, 300));
         assert.equal(count('initialize'), 2);
         settings.serverArgs = [fakeServer, '--log-file', '/tmp/other.log'];

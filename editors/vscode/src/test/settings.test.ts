@@ -22,7 +22,10 @@ import {
 
 // out/test/settings.test.js -> package.json
 const manifest = JSON.parse(fs.readFileSync(path.join(__dirname, '..', '..', 'package.json'), 'utf8'));
-const properties: Record<string, { type: string; default: unknown; enum?: string[]; description?: string; markdownDescription?: string }> =
+const properties: Record<
+    string,
+    { type: string; default: unknown; minimum?: number; enum?: string[]; description?: string; markdownDescription?: string }
+> =
     manifest.contributes.configuration.properties;
 
 /** A stand-in for vscode.WorkspaceConfiguration. */
@@ -36,11 +39,13 @@ describe('readSettings defaults', () => {
             model: 'default',
             gpuLayers: 0,
             threads: 0,
+            contextSize: 1536,
             mode: 'cpc',
             multiline: false,
             maxTokens: 48,
             items: 1,
             debounceMs: 30,
+            logDocuments: false,
             serverPath: 'cpc-lsp',
             serverArgs: [],
         });
@@ -58,11 +63,13 @@ describe('readSettings defaults', () => {
                 model: 'smollm2',
                 gpuLayers: 99,
                 threads: 4,
+                contextSize: 4096,
                 mode: 'heal',
                 multiline: true,
                 maxTokens: 128,
                 items: 3,
                 debounceMs: 0,
+                logDocuments: true,
                 serverPath: '/opt/cpc/bin/cpc-lsp',
                 serverArgs: ['--log-file', '/tmp/x.log'],
             }),
@@ -71,11 +78,13 @@ describe('readSettings defaults', () => {
             model: 'smollm2',
             gpuLayers: 99,
             threads: 4,
+            contextSize: 4096,
             mode: 'heal',
             multiline: true,
             maxTokens: 128,
             items: 3,
             debounceMs: 0,
+            logDocuments: true,
             serverPath: '/opt/cpc/bin/cpc-lsp',
             serverArgs: ['--log-file', '/tmp/x.log'],
         });
@@ -105,12 +114,21 @@ describe('validation', () => {
         assert.equal(readSettings({ gpuLayers: -1 }).gpuLayers, -1);
     });
 
+    it('clamps contextSize to at least 512', () => {
+        assert.equal(readSettings({ contextSize: 511 }).contextSize, 512);
+        assert.equal(readSettings({ contextSize: 0 }).contextSize, 512);
+        assert.equal(readSettings({ contextSize: -4096 }).contextSize, 512);
+        assert.equal(readSettings({ contextSize: 512 }).contextSize, 512);
+        assert.equal(readSettings({ contextSize: 8192 }).contextSize, 8192);
+    });
+
     it('truncates non-integers and parses numeric strings', () => {
-        const s = readSettings({ items: 2.9, maxTokens: '64', threads: ' 8 ', debounceMs: 12.5 });
+        const s = readSettings({ items: 2.9, maxTokens: '64', threads: ' 8 ', debounceMs: 12.5, contextSize: '2048.7' });
         assert.equal(s.items, 2);
         assert.equal(s.maxTokens, 64);
         assert.equal(s.threads, 8);
         assert.equal(s.debounceMs, 12);
+        assert.equal(s.contextSize, 2048);
     });
 
     it('falls back to the default for ill-typed numbers', () => {
@@ -120,6 +138,9 @@ describe('validation', () => {
         assert.equal(s.threads, 0);
         assert.equal(s.debounceMs, 30);
         assert.equal(s.gpuLayers, 0);
+        assert.equal(readSettings({ contextSize: 'large' }).contextSize, 1536);
+        assert.equal(readSettings({ contextSize: NaN }).contextSize, 1536);
+        assert.equal(readSettings({ contextSize: false }).contextSize, 1536);
         assert.equal(toInteger('', 5, 0), 5);
         assert.equal(toInteger(true, 5, 0), 5);
     });
@@ -138,6 +159,11 @@ describe('validation', () => {
         assert.equal(readSettings({ multiline: 'true' }).multiline, true);
         assert.equal(readSettings({ multiline: 'false' }).multiline, false);
         assert.equal(readSettings({ multiline: 1 }).multiline, false);
+        assert.equal(readSettings({ logDocuments: true }).logDocuments, true);
+        assert.equal(readSettings({ logDocuments: 'true' }).logDocuments, true);
+        assert.equal(readSettings({ logDocuments: 'false' }).logDocuments, false);
+        assert.equal(readSettings({ logDocuments: 'yes' }).logDocuments, false);
+        assert.equal(readSettings({ logDocuments: 1 }).logDocuments, false);
     });
 
     it('uses the default for empty model and serverPath, trimming blanks', () => {
@@ -194,7 +220,18 @@ describe('paths', () => {
 describe('initializationOptions', () => {
     it('has exactly the camelCase keys, in order', () => {
         const opts = initializationOptions(readSettings({}));
-        assert.deepEqual(Object.keys(opts), ['model', 'gpuLayers', 'threads', 'mode', 'multiline', 'maxTokens', 'items', 'debounceMs']);
+        assert.deepEqual(Object.keys(opts), [
+            'model',
+            'gpuLayers',
+            'threads',
+            'contextSize',
+            'mode',
+            'multiline',
+            'maxTokens',
+            'items',
+            'debounceMs',
+            'logDocuments',
+        ]);
         assert.deepEqual(Object.keys(opts), [...INITIALIZATION_KEYS]);
         for (const key of Object.keys(opts)) {
             assert.doesNotMatch(key, /[_-]/, `${key} is camelCase`);
@@ -203,17 +240,29 @@ describe('initializationOptions', () => {
 
     it('carries the validated values and no server command settings', () => {
         const opts = initializationOptions(
-            readSettings({ model: '/m/x.gguf', items: 0, maxTokens: 0, mode: 'heal', multiline: true, serverPath: '/x', serverArgs: ['--y'] }),
+            readSettings({
+                model: '/m/x.gguf',
+                contextSize: 100,
+                items: 0,
+                maxTokens: 0,
+                mode: 'heal',
+                multiline: true,
+                logDocuments: 'true',
+                serverPath: '/x',
+                serverArgs: ['--y'],
+            }),
         );
         assert.deepEqual(opts, {
             model: '/m/x.gguf',
             gpuLayers: 0,
             threads: 0,
+            contextSize: 512,
             mode: 'heal',
             multiline: true,
             maxTokens: 1,
             items: 1,
             debounceMs: 30,
+            logDocuments: true,
         });
         assert.equal('serverPath' in opts, false);
         assert.equal('serverArgs' in opts, false);
@@ -239,11 +288,22 @@ describe('serverExecutable', () => {
 
     it('never puts the model or generation settings on the command line', () => {
         const exe = serverExecutable(
-            readSettings({ model: '/m/x.gguf', gpuLayers: 20, threads: 3, mode: 'naive', multiline: true, maxTokens: 9, items: 2, debounceMs: 5 }),
+            readSettings({
+                model: '/m/x.gguf',
+                gpuLayers: 20,
+                threads: 3,
+                contextSize: 2048,
+                mode: 'naive',
+                multiline: true,
+                maxTokens: 9,
+                items: 2,
+                debounceMs: 5,
+                logDocuments: true,
+            }),
         );
         assert.deepEqual(exe.args, []);
         const line = [exe.command, ...exe.args].join(' ');
-        for (const needle of ['--model', '/m/x.gguf', 'gpu', 'thread', 'naive', 'multiline', 'token', 'items', 'debounce']) {
+        for (const needle of ['--model', '/m/x.gguf', 'gpu', 'thread', 'context', '2048', 'naive', 'multiline', 'token', 'items', 'debounce', 'log']) {
             assert.equal(line.toLowerCase().includes(needle), false, `${needle} in ${line}`);
         }
     });
@@ -301,12 +361,22 @@ describe('package.json agrees with the module', () => {
     });
 
     it('uses integer types for the integer settings and the mode enum', () => {
-        for (const key of ['gpuLayers', 'threads', 'maxTokens', 'items', 'debounceMs']) {
+        for (const key of ['gpuLayers', 'threads', 'contextSize', 'maxTokens', 'items', 'debounceMs']) {
             assert.equal(properties[`cpc.${key}`].type, 'integer', key);
         }
         assert.deepEqual(properties['cpc.mode'].enum, [...MODES]);
         assert.equal(properties['cpc.multiline'].type, 'boolean');
+        assert.equal(properties['cpc.logDocuments'].type, 'boolean');
         assert.equal(properties['cpc.serverArgs'].type, 'array');
+    });
+
+    it('declares the same minimum for each integer setting as the module clamps to', () => {
+        const minimums: Record<string, number> = { gpuLayers: -1, threads: 0, contextSize: 512, maxTokens: 1, items: 1, debounceMs: 0 };
+        for (const [key, minimum] of Object.entries(minimums)) {
+            assert.equal(properties[`cpc.${key}`].minimum, minimum, `minimum of cpc.${key}`);
+            const clamped = (readSettings({ [key]: -100000 }) as unknown as Record<string, unknown>)[key];
+            assert.equal(clamped, minimum, `cpc.${key} clamps to ${minimum}`);
+        }
     });
 
     it('declares the restart command and the compiled entry point', () => {
