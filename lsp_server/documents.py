@@ -89,7 +89,7 @@ class LSPTextDocument(TextDocument):
         start = self._offset(lines, change.range.start)
         end = self._offset(lines, change.range.end)
         if end < start:
-            log.warning("%s: edit range %s ends before it starts: applied the other way round", self.uri, _show(change.range))
+            log.warning("%s: edit range %s ends before it starts: applied as reversed", self.uri, _show(change.range))
             start, end = end, start
         source = self.source
         self._source = source[:start] + change.text + source[end:]
@@ -102,13 +102,15 @@ class LSPTextDocument(TextDocument):
             # only line of an empty document); its one position is the end.
             has_last_empty_line = not lines or lines[-1][-1] in "\r\n"
             if line > len(lines) or units > 0 or not has_last_empty_line:
-                log.warning("%s: position %s is past the end of the document: clamped to its end", self.uri, _show(position))
+                log.warning("%s: position %s is past the end of the document: clamped to it", self.uri, _show(position))
             return before
         text = lines[line].rstrip("\r\n")
         column, exact = character_index(text, units, self.position_codec)
         if not exact:
-            where = "past the end of its line: clamped to the line's end" if column == len(text) else "inside a character: moved to its start"
-            log.warning("%s: position %s (%s code units) is %s", self.uri, _show(position), self.position_codec.encoding, where)
+            past_end = column == len(text)
+            where = "past the end of its line: clamped to it" if past_end else "inside a character: moved to its start"
+            encoding = self.position_codec.encoding
+            log.warning("%s: position %s is %s (%s code units)", self.uri, _show(position), where, encoding)
         return before + column
 
 
@@ -118,7 +120,8 @@ class LSPWorkspace(Workspace):
     @classmethod
     def like(cls, workspace: Workspace) -> LSPWorkspace:
         """An empty workspace with ``workspace``'s root, folders, sync kind and position encoding."""
-        return cls(workspace.root_uri, workspace._sync_kind, list(workspace.folders.values()), workspace.position_encoding)
+        folders = list(workspace.folders.values())
+        return cls(workspace.root_uri, workspace._sync_kind, folders, workspace.position_encoding)
 
     def _create_text_document(
         self,
