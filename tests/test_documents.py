@@ -153,7 +153,7 @@ def test_full_text_changes_and_an_empty_document():
 # -- the real server -----------------------------------------------------------------
 
 SERVER = [sys.executable, "-m", "lsp_server", "--model", "smollm2"]
-SETTINGS = {"debounceMs": 0, "maxTokens": 1, "mode": "naive"}
+SETTINGS = {"debounceMs": 0, "maxTokens": 1, "mode": "naive", "threads": 1}
 _uris = (f"file:///sync/{n}.py" for n in itertools.count())
 
 
@@ -175,7 +175,7 @@ _ATOMS = ["\n", "\r\n", "\r", "\f", "\v", "\u2028", "\x85", "😀", "👍🏽", 
 texts = st.lists(st.one_of(st.sampled_from(_ATOMS), code_text), max_size=6).map("".join)
 one_edit = st.tuples(st.integers(0, 10**6), st.integers(0, 12), texts)
 """Where it starts (taken modulo the text's length + 1), how many characters it replaces, and the new text."""
-steps = st.lists(st.lists(one_edit, min_size=1, max_size=3), min_size=1, max_size=5)
+steps = st.lists(st.lists(one_edit, min_size=1, max_size=3), min_size=1, max_size=4)
 """Each step is one ``didChange`` with one to three changes, applied in order."""
 
 
@@ -192,7 +192,7 @@ def _off_crlf(text: str, offset: int) -> int:
 
 @pytest.mark.slow
 @pytest.mark.asyncio(loop_scope="module")
-@settings(max_examples=examples(12), deadline=None)
+@settings(max_examples=examples(10), deadline=None)
 # What Hypothesis found against pygls's own document (lines split at \f): a
 # range over a form feed deleted the wrong text, and the end of a line holding
 # form feeds was refused as past its end.
