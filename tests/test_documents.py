@@ -154,6 +154,8 @@ def test_full_text_changes_and_an_empty_document():
 
 SERVER = [sys.executable, "-m", "lsp_server", "--model", "smollm2"]
 SETTINGS = {"debounceMs": 0, "maxTokens": 1, "mode": "naive", "threads": 1}
+"""The cheapest real completion: the request at the end is about the position, not the suggestion (one
+thread: llama.cpp's threads wait for each other, ten times slower when the cores are shared)."""
 _uris = (f"file:///sync/{n}.py" for n in itertools.count())
 
 
