@@ -31,6 +31,7 @@ from cpc.lm import Cancelled
 from cpc.models import ModelError
 from cpc.session import CompletionSession
 from lsp_server import logs
+from lsp_server.documents import character_index, lsp_lines, use_lsp_documents
 from lsp_server.settings import Settings
 
 SERVER_NAME = "cpc-lsp"
@@ -157,13 +158,13 @@ class CPCServer(LanguageServer):
         document = self.workspace.text_documents.get(uri)
         if document is None:
             raise JsonRpcInvalidParams(f"unknown document {uri}: it was never opened (textDocument/didOpen)")
-        lines = document.lines
+        lines = lsp_lines(document.source)
         line, character = position.line, position.character
         if line > len(lines) or (line == len(lines) and character > 0) or line < 0 or character < 0:
             raise JsonRpcInvalidParams(f"position {line}:{character} is outside {uri} ({len(lines)} lines)")
         text = lines[line].rstrip("\r\n") if line < len(lines) else ""
-        column = _column(text, character, self.workspace.position_codec.client_num_units)
-        if column is None:
+        column, exact = character_index(text, character, self.workspace.position_codec)
+        if not exact:
             raise JsonRpcInvalidParams(
                 f"position {line}:{character} is past the end of line {line} or splits a character "
                 f"(positions count {self.workspace.position_encoding} code units)"
@@ -256,24 +257,13 @@ class CPCServer(LanguageServer):
         self.window_show_message(types.ShowMessageParams(type=kind, message=message))
 
 
-def _column(line: str, units: int, count: Any) -> int | None:
-    """The character index at ``units`` client code units into ``line``, or None when there is none."""
-    total = 0
-    for index, char in enumerate(line):
-        if total == units:
-            return index
-        total += count(char)
-        if total > units:
-            return None
-    return len(line) if total == units else None
-
-
 def build_server(model: str | None = None) -> CPCServer:
     """A server ready to start on a transport; ``model`` (from ``--model``) wins over client settings."""
     server = CPCServer(model)
 
     @server.feature(types.INITIALIZE)
     def initialize(ls: CPCServer, params: types.InitializeParams) -> None:
+        use_lsp_documents(ls.protocol)
         ls.configure(params.initialization_options)
 
     @server.feature(types.INITIALIZED)

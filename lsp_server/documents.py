@@ -1,0 +1,156 @@
+"""The server's copy of each open document, with lines split exactly as LSP splits them.
+
+pygls 2.1.1's ``TextDocument`` splits lines with ``str.splitlines``, which also
+breaks at ``\\f``, ``\\v``, ``\\x1c``-``\\x1e``, ``\\x85``, U+2028 and U+2029. LSP
+breaks lines only at ``\\n``, ``\\r\\n`` and ``\\r``, so after a form feed every
+line number the editor sends meant another line to pygls, edits landed in the
+wrong place and the server's text silently drifted from the editor's. This
+module owns line splitting, applying ``didChange`` edits (ranges in the
+negotiated position encoding: UTF-16, UTF-8 or UTF-32 code units), and turning
+positions into offsets, and `use_lsp_documents` plugs it into pygls.
+
+An edit position off the text is clamped, never refused (a notification has no
+answer to carry an error), and every clamp is logged as a warning:
+
+- a character past the end of its line means the end of that line (the spec:
+  "it defaults back to the line length"), so a line break is never eaten;
+- a line past the last one means the end of the document;
+- a position inside a character (half of a UTF-16 surrogate pair, a byte inside
+  a UTF-8 sequence) means the start of that character, as VS Code does;
+- a range whose end comes before its start is read the other way round.
+
+>>> from lsprotocol.types import Position, Range, TextDocumentContentChangePartial
+>>> document = LSPTextDocument("file:///a.py", "x = 1\\f\\ny = 2\\n")
+>>> document.lines
+('x = 1\\x0c\\n', 'y = 2\\n')
+>>> document.apply_change(TextDocumentContentChangePartial(range=Range(Position(1, 4), Position(1, 5)), text="3"))
+>>> document.source
+'x = 1\\x0c\\ny = 3\\n'
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Sequence
+
+from lsprotocol import types
+from pygls.protocol import LanguageServerProtocol
+from pygls.workspace import TextDocument, Workspace
+from pygls.workspace.position_codec import PositionCodec
+
+log = logging.getLogger(__name__)
+
+_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+")
+
+
+def lsp_lines(text: str) -> tuple[str, ...]:
+    """``text``'s lines, each with its line break: ``str.splitlines(keepends=True)`` with LSP's line breaks only.
+
+    >>> lsp_lines("a\\u2028b\\rc\\r\\nd\\x85")
+    ('a\\u2028b\\r', 'c\\r\\n', 'd\\x85')
+    """
+    return tuple(_LINE.findall(text))
+
+
+def character_index(line: str, units: int, codec: PositionCodec) -> tuple[int, bool]:
+    """The index in ``line`` (without its line break) ``units`` code units in, and whether it is exact.
+
+    Inside a character it is that character's index (its start); past the end
+    of the line it is the line's length; either way not exact.
+
+    >>> character_index("a😀b", 2, PositionCodec())  # UTF-16: the emoji is units 1-2
+    (1, False)
+    """
+    count = codec.impl.code_units_for_char
+    total = 0
+    for index, char in enumerate(line):
+        if total == units:
+            return index, True
+        total += count(char)
+        if total > units:
+            return index, False
+    return len(line), total == units
+
+
+class LSPTextDocument(TextDocument):
+    """A pygls text document whose lines, edits and positions follow LSP's line breaks."""
+
+    @property
+    def lines(self) -> tuple[str, ...]:
+        return lsp_lines(self.source)
+
+    def offset_at_position(self, client_position: types.Position) -> int:
+        """The index into `source` of ``client_position``, clamped onto the text as the module says."""
+        return self._offset(self.lines, client_position)
+
+    def _apply_incremental_change(self, change: types.TextDocumentContentChangePartial) -> None:
+        lines = self.lines
+        start = self._offset(lines, change.range.start)
+        end = self._offset(lines, change.range.end)
+        if end < start:
+            log.warning("%s: edit range %s ends before it starts: applied as reversed", self.uri, _show(change.range))
+            start, end = end, start
+        source = self.source
+        self._source = source[:start] + change.text + source[end:]
+
+    def _offset(self, lines: Sequence[str], position: types.Position) -> int:
+        line, units = position.line, position.character
+        before = sum(len(previous) for previous in lines[:line])
+        if line >= len(lines):
+            # Line len(lines) is the empty line after a final line break (or the
+            # only line of an empty document); its one position is the end.
+            has_last_empty_line = not lines or lines[-1][-1] in "\r\n"
+            if line > len(lines) or units > 0 or not has_last_empty_line:
+                log.warning("%s: position %s is past the end of the document: clamped to it", self.uri, _show(position))
+            return before
+        text = lines[line].rstrip("\r\n")
+        column, exact = character_index(text, units, self.position_codec)
+        if not exact:
+            past_end = column == len(text)
+            where = "past the end of its line: clamped to it" if past_end else "inside a character: moved to its start"
+            encoding = self.position_codec.encoding
+            log.warning("%s: position %s is %s (%s code units)", self.uri, _show(position), where, encoding)
+        return before + column
+
+
+class LSPWorkspace(Workspace):
+    """A pygls workspace whose text documents are `LSPTextDocument`s."""
+
+    @classmethod
+    def like(cls, workspace: Workspace) -> LSPWorkspace:
+        """An empty workspace with ``workspace``'s root, folders, sync kind and position encoding."""
+        folders = list(workspace.folders.values())
+        return cls(workspace.root_uri, workspace._sync_kind, folders, workspace.position_encoding)
+
+    def _create_text_document(
+        self,
+        doc_uri: str,
+        source: str | None = None,
+        version: int | None = None,
+        language_id: str | None = None,
+    ) -> LSPTextDocument:
+        return LSPTextDocument(
+            doc_uri,
+            source=source,
+            version=version,
+            language_id=language_id,
+            sync_kind=self._sync_kind,
+            position_codec=self.position_codec,
+        )
+
+
+def use_lsp_documents(protocol: LanguageServerProtocol) -> None:
+    """Give ``protocol`` an `LSPWorkspace` in place of the plain one pygls made in ``initialize``.
+
+    pygls has no hook for its document class: ``lsp_initialize`` builds a
+    ``Workspace`` and then calls the server's initialize handler, which calls
+    this before any document can be opened.
+    """
+    protocol._workspace = LSPWorkspace.like(protocol.workspace)
+
+
+def _show(value: types.Position | types.Range) -> str:
+    if isinstance(value, types.Range):
+        return f"{_show(value.start)}-{_show(value.end)}"
+    return f"{value.line}:{value.character}"
