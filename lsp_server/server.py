@@ -25,11 +25,11 @@ from typing import Any
 
 from lsprotocol import types
 from pygls.exceptions import JsonRpcInvalidParams
-from pygls.lsp.server import LanguageServer
 
 from cpc.lm import Cancelled
 from cpc.models import ModelError
 from cpc.session import CompletionSession
+from lsp_server.protocol import CheckedLanguageServer
 from lsp_server.settings import Settings
 
 SERVER_NAME = "cpc-lsp"
@@ -56,7 +56,7 @@ class Cursor:
     """From the start of ``word`` to the cursor, in the client's units."""
 
 
-class CPCServer(LanguageServer):
+class CPCServer(CheckedLanguageServer):
     """The language server: settings, the session, and the worker thread that runs it."""
 
     def __init__(self, model: str | None) -> None:
