@@ -458,6 +458,9 @@ async def serve(chunks: asyncio.Queue[bytes], protocol: CheckedProtocol, stop: t
         try:
             for item in decoder.decode(stalled):
                 protocol.receive(item)
+                # Let the handler just started run up to its first await before the next message is
+                # handled: a request then reads the document as it was when the request came.
+                await asyncio.sleep(0)
         except Exception:  # a decoder bug must not end the session either
             log.exception("framing failed; dropping the buffered input")
             decoder = FrameDecoder()

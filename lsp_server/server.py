@@ -191,6 +191,9 @@ class CPCServer(CheckedLanguageServer):
             return []
 
         def work():
+            if cancelled():  # a newer request came while this one waited for the worker: skip it
+                self.counts["superseded"] += 1
+                raise Cancelled("superseded while queued")
             try:
                 return self.session.complete(cursor.uri, cursor.prefix, cursor.suffix, options, cancelled)
             except Cancelled:
