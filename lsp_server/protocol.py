@@ -70,8 +70,9 @@ _FRAME_START = re.compile(rb"(?i)(?:content-type[ \t]*:[^\r\n]*\r?\n)?content-le
 _FRAME_START_LONGEST = 512
 """Bytes a `_FRAME_START` match may span across a chunk boundary (a long Content-Type included)."""
 _PARTIAL_HEADER = re.compile(rb"[!#$%&'*+.^_`|~0-9A-Za-z-]*(?::[^\r\n]*)?\r?")
+_LONGEST_PARTIAL_HEADER = 4096
 _LINE_END = re.compile(rb"\r?\n")
-_WHITESPACE = b" \t\r\n"
+_WHITESPACE = re.compile(rb"[ \t\r\n]*")
 
 
 @dataclass(frozen=True)
@@ -103,7 +104,7 @@ class FrameDecoder:
     @property
     def pending(self) -> bool:
         """Whether bytes of an unfinished frame are waiting."""
-        return self._length is not None or bool(self._buffer.strip(_WHITESPACE))
+        return self._length is not None or _WHITESPACE.match(self._buffer).end() < len(self._buffer)
 
     def feed(self, data: bytes) -> None:
         self._buffer += data
@@ -111,19 +112,18 @@ class FrameDecoder:
     def decode(self, stalled: bool = False) -> Iterator[Any]:
         """The messages the buffered bytes complete: JSON values, or `Unparseable` bodies."""
         while True:
-            if self._length is None and not self._read_headers(stalled):
+            if self._length is None and not self._read_headers():
                 return
             item = self._read_body(stalled)
             if item is _WAIT:
                 return
             yield item
 
-    def _read_headers(self, stalled: bool) -> bool:
+    def _read_headers(self) -> bool:
         """Consume one header block and set the body length; False when more bytes are needed."""
         buffer = self._buffer
         while True:
-            skip = len(buffer) - len(buffer.lstrip(_WHITESPACE))
-            del buffer[:skip]
+            del buffer[: _WHITESPACE.match(buffer).end()]
             if not buffer:
                 return False
             position, length = 0, None
@@ -141,10 +141,10 @@ class FrameDecoder:
             elif position and length is not None and buffer[position : position + 1] in (b"{", b"["):
                 body_start = position  # the blank line is missing: the body follows the headers directly
                 log.warning("frame headers without the blank line before the body")
-            elif _PARTIAL_HEADER.fullmatch(buffer, position) and len(buffer) - position < 4096 and not stalled:
-                return False  # the rest of the header block is on its way
+            elif _PARTIAL_HEADER.fullmatch(buffer, position) and len(buffer) - position < _LONGEST_PARTIAL_HEADER:
+                return False  # the rest of the header block is on its way, however slowly
             else:
-                self._skip_noise(stalled)
+                self._skip_noise()
                 continue
             if length is None or length < 0:
                 log.warning("frame without a valid Content-Length header: reading its body up to the next frame")
@@ -153,14 +153,12 @@ class FrameDecoder:
             self._length, self._scanned = length, 0
             return True
 
-    def _skip_noise(self, stalled: bool) -> None:
+    def _skip_noise(self) -> None:
         """Drop bytes that start no frame, up to the next ``Content-Length`` header."""
         buffer = self._buffer
         start = _FRAME_START.search(buffer, 1)
         if start is not None:
             end = start.start()
-        elif stalled:
-            end = len(buffer)
         else:  # keep what follows the last line or body end: it may be the start of a header still arriving
             end = max(buffer.rfind(b"\n"), buffer.rfind(b"}"), buffer.rfind(b"]")) + 1 or len(buffer)
         log.warning("skipped %d bytes that are not a framed message: %r", end, bytes(buffer[:80]))
@@ -177,7 +175,7 @@ class FrameDecoder:
             self._scanned = searched_to
             if found is not None and found.start() < length:
                 log.warning("Content-Length %d is longer than the body (%d bytes)", length, found.start())
-                return self._take(found.start())
+                return self._take(found.start(), _parse(buffer[: found.start()]))
         if len(buffer) >= length:
             value = _parse(buffer[:length])
             if not isinstance(value, Unparseable):
@@ -193,11 +191,11 @@ class FrameDecoder:
     def _repair_short_body(self, length: int, stalled: bool) -> Any:
         """The body at ``length`` is not JSON: when it goes on up to the next frame, the length was too short."""
         buffer = self._buffer
-        rest = length + len(buffer[length:]) - len(buffer[length:].lstrip(_WHITESPACE))
+        rest = _WHITESPACE.match(buffer, length).end()
         if rest == len(buffer):
-            return self._take(len(buffer)) if stalled else _WAIT
+            return self._take(len(buffer), _parse(buffer[:length])) if stalled else _WAIT
         if _FRAME_START.match(buffer, rest):
-            return self._take(length)
+            return self._take(length, _parse(buffer[:length]))
         following = _FRAME_START.search(buffer, rest)
         end = following.start() if following is not None else len(buffer)
         value = _parse(buffer[:end])
@@ -208,10 +206,8 @@ class FrameDecoder:
             return self._take(end, _parse(buffer[:length]))
         return _WAIT
 
-    def _take(self, end: int, value: Any = _WAIT) -> Any:
-        """Consume ``end`` bytes as the current frame's body; its value, parsed unless given."""
-        if value is _WAIT:
-            value = _parse(self._buffer[:end])
+    def _take(self, end: int, value: Any) -> Any:
+        """Consume ``end`` bytes as the current frame's body, whose value is ``value``."""
         del self._buffer[:end]
         self._length = None
         return value
@@ -295,9 +291,7 @@ def _locate(path: list[tuple[str | int, Any]], leaf: Exception, message: Any) ->
         value = value[step]
         if attrs.has(expected) and not isinstance(value, dict):
             return f"{where.removeprefix('$.')}: expected an object ({expected.__name__}), got {_describe_value(value)}"
-    detail = str(leaf) if isinstance(leaf, (ValueError, TypeError)) and str(leaf) else type(leaf).__name__
-    if isinstance(leaf, KeyError):
-        detail = f"missing {leaf}"
+    detail = f"missing {leaf}" if isinstance(leaf, KeyError) else str(leaf) or type(leaf).__name__
     return f"{where.removeprefix('$.')}: {detail}"
 
 

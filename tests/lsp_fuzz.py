@@ -298,11 +298,11 @@ class Fuzzer:
 
     # -- actions ---------------------------------------------------------------------------
 
-    def _inline(self, document: Document, position: tuple[int, int] | None = None) -> int:
-        line, character = position or self._valid_position(document)
+    def _inline(self, document: Document) -> int:
+        line, character = self._valid_position(document)
         return self._request(
             "textDocument/inlineCompletion", inline_params(document.uri, line, character),
-            f"inline completion at {line}:{character} of {document.uri}", bound=COMPLETION_BOUND_S,
+            f"inline completion at {line}:{character} of {document.uri}{_breaks_note(document)}", bound=COMPLETION_BOUND_S,
         )
 
     def _status_while_working(self) -> None:
@@ -360,7 +360,7 @@ class Fuzzer:
             elif roll < 0.9:
                 line, character = self._valid_position(document)
                 frames.append(frame(request(message_id, "textDocument/inlineCompletion", inline_params(document.uri, line, character))))
-                self._expect(message_id, "an inline completion in a burst", _is_result, COMPLETION_BOUND_S)
+                self._expect(message_id, f"an inline completion in a burst{_breaks_note(document)}", _is_result, COMPLETION_BOUND_S)
             else:
                 frames.append(frame(request(message_id, "cpc/documentText", {"uri": document.uri})))
                 self._expect(message_id, "cpc/documentText in a burst", _is_result)
@@ -416,7 +416,7 @@ class Fuzzer:
             (2, lambda: self._cancel_pending_inline(self._any_document())),
         ]
         weights = [weight for weight, _ in actions]
-        burst_at = {self.steps // 2}
+        burst_at = {self.steps // 2, *range(1000, self.steps, 1000)}
         huge_at = self.steps // 3 if self.huge else -1
         for step in range(self.steps):
             if not server.alive():
@@ -442,6 +442,11 @@ class Fuzzer:
         if not self.documents:
             return self._open()
         return self.random.choice(list(self.documents.values()))
+
+
+def _breaks_note(document: Document) -> str:
+    """A note for reports: positions in this document depend on a server splitting lines as LSP does."""
+    return " [non-LSP line breaks in the document]" if any(char in document.text for char in UNICODE_ONLY_BREAKS) else ""
 
 
 def _kinds(change: dict[str, Any], document: Document) -> list[str]:

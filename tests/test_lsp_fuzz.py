@@ -18,7 +18,7 @@ from tests.raw_lsp import RawServer
 from tests.strategies import FUZZ_SCALE
 
 PINNED_SEEDS = [1]
-STEPS = 150
+STEPS = 120
 SEEDS = PINNED_SEEDS + ([random.SystemRandom().randrange(10**6)] if FUZZ_SCALE > 1 else [])
 
 
