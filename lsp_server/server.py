@@ -40,6 +40,7 @@ DOCUMENT_TEXT = "cpc/documentText"
 """A custom request: the server's copy of a document (``{"uri"}`` -> ``{"text", "version"}``), to check sync."""
 
 _WORD_BEFORE = re.compile(r"\w+$")
+_LONGEST_WORD = 256
 log = logging.getLogger(SERVER_NAME)
 
 
@@ -155,7 +156,8 @@ class CPCServer(CheckedLanguageServer):
             )
         start = sum(len(previous) for previous in lines[:line]) + column
         source = document.source
-        word = _WORD_BEFORE.search(text[:column])
+        # in a bounded window: over a whole line `\w+$` is quadratic in its runs of word characters (minified code)
+        word = _WORD_BEFORE.search(text, max(0, column - _LONGEST_WORD), column)
         word_text = word.group() if word else ""
         units = self.workspace.position_codec.client_num_units(text[: column - len(word_text)])
         return Cursor(

@@ -174,6 +174,18 @@ def test_messages_that_are_not_json_rpc_requests_are_invalid_requests(server: Ra
     assert_still_serving(server)
 
 
+def test_a_completion_inside_a_1_mb_line_is_answered_and_the_server_stays_live(server: RawServer):
+    """Found by the fuzzer: the word before the cursor was searched with a regex quadratic in such a line."""
+    uri = "file:///minified.js"
+    line = "x = '" + "ab" * 500_000 + "(ab"
+    server.open(uri, line + "';\n")
+    completion = server.request(INLINE, inline_params(uri, 0, len(line)))
+    assert server.status(timeout=30)["ready"]
+    assert "result" in server.answer(completion, timeout=60)
+    server.notify("textDocument/didClose", {"textDocument": {"uri": uri}})
+    assert_still_serving(server)
+
+
 def test_a_second_initialize_is_an_invalid_request(server: RawServer):
     error_of(server.call("initialize", {"capabilities": {}}), INVALID_REQUEST, "already")
     assert_still_serving(server)
