@@ -27,7 +27,8 @@ def test_random_valid_and_invalid_messages_break_nothing(tmp_path: Path, seed: i
     with RawServer(tmp_path / "server.log") as server:
         report = Fuzzer(server, seed, STEPS * FUZZ_SCALE).run()
         print(report.summary())
+        failures = report.failures()
+        assert failures == [], "\n - ".join([report.summary(), *failures[:15]])
+        assert report.status_while_working_s, "cpc/status was never asked while the model worked"
         assert server.close() == 0
     assert server.output_errors == [], "the server wrote something that is not a framed JSON message"
-    assert report.failures() == [], report.summary()
-    assert report.status_while_working_s, "cpc/status was never asked while the model worked"

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lsp_server.protocol import FrameDecoder
+from lsp_server.framing import FrameDecoder
 from tests.raw_lsp import NULL_ID, RawServer, frame, inline_params, notification, request
 from tests.strategies import examples
 
