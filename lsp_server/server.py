@@ -25,13 +25,13 @@ from typing import Any
 
 from lsprotocol import types
 from pygls.exceptions import JsonRpcInvalidParams
-from pygls.lsp.server import LanguageServer
 
 from cpc.lm import Cancelled
 from cpc.models import ModelError
 from cpc.session import CompletionSession
 from lsp_server import logs
 from lsp_server.documents import character_index, lsp_lines, use_lsp_documents
+from lsp_server.protocol import CheckedLanguageServer
 from lsp_server.settings import Settings
 
 SERVER_NAME = "cpc-lsp"
@@ -42,6 +42,7 @@ DOCUMENT_TEXT = "cpc/documentText"
 """A custom request: the server's copy of a document (``{"uri"}`` -> ``{"text", "version"}``), to check sync."""
 
 _WORD_BEFORE = re.compile(r"\w+$")
+_LONGEST_WORD = 256
 log = logging.getLogger(SERVER_NAME)
 
 
@@ -58,7 +59,7 @@ class Cursor:
     """From the start of ``word`` to the cursor, in the client's units."""
 
 
-class CPCServer(LanguageServer):
+class CPCServer(CheckedLanguageServer):
     """The language server: settings, the session, and the worker thread that runs it."""
 
     def __init__(self, model: str | None) -> None:
@@ -171,7 +172,8 @@ class CPCServer(LanguageServer):
             )
         start = sum(len(previous) for previous in lines[:line]) + column
         source = document.source
-        word = _WORD_BEFORE.search(text[:column])
+        # in a bounded window: over a whole line `\w+$` is quadratic in its runs of word characters (minified code)
+        word = _WORD_BEFORE.search(text, max(0, column - _LONGEST_WORD), column)
         word_text = word.group() if word else ""
         units = self.workspace.position_codec.client_num_units(text[: column - len(word_text)])
         return Cursor(
@@ -207,6 +209,9 @@ class CPCServer(LanguageServer):
             return []
 
         def work():
+            if cancelled():  # a newer request came while this one waited for the worker: skip it
+                self.counts["superseded"] += 1
+                raise Cancelled("superseded while queued")
             try:
                 return self.session.complete(cursor.uri, cursor.prefix, cursor.suffix, options, cancelled)
             except Cancelled:
