@@ -6,8 +6,10 @@ the whole params of a request or notification it failed to handle (a
 ``didChange`` carries the text); and an exception's message may quote the
 value it failed on (``invalid literal for int(): '<text>'``). So pygls's
 loggers stay at WARNING, and a filter on our handler withholds the protocol
-values pygls passes to its log lines (ids and method names stay) and the
-messages of logged exceptions (their types and frames stay). The
+values pygls passes to its log lines (ids and method names stay), the
+values our own transport's error texts quote (field paths stay) and the
+bytes it skips, and the messages of logged exceptions (their types and
+frames stay). The
 ``logDocuments`` setting lifts all three: pygls logs at DEBUG, every
 message in full.
 """
@@ -26,6 +28,9 @@ _FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 _PLAIN = re.compile(r"[\w./$:-]{0,100}")
 """A log argument that is safe to show: an id or a method name, not text."""
 WITHHELD = "<withheld: set logDocuments to log protocol messages>"
+_TRANSPORT = ("cpc-lsp.protocol", "cpc-lsp.framing")
+_QUOTED = re.compile(r'"(?:[^"\\]|\\.)*(?:"|$)')
+"""A JSON string quoted in an error message (the value that failed to parse; cut short, it has no closing quote)."""
 
 
 class _DocumentFilter(logging.Filter):
@@ -43,9 +48,20 @@ class _DocumentFilter(logging.Filter):
                 record.args = tuple(_plain_or_withheld(arg) for arg in record.args)
             else:
                 record.args = {key: _plain_or_withheld(arg) for key, arg in record.args.items()}
+        elif record.name.startswith(_TRANSPORT) and isinstance(record.args, tuple):
+            record.args = tuple(_unquoted(arg) for arg in record.args)
         if record.exc_info and record.exc_info[1] is not None:
             record.exc_text = _traceback_without_messages(record.exc_info[1], set())  # the formatter uses it as is
         return True
+
+
+def _unquoted(value: Any) -> Any:
+    """Our protocol's log values: error texts keep their field paths, not the values they quote."""
+    if isinstance(value, (int, float)):
+        return value
+    if isinstance(value, str):
+        return _QUOTED.sub('"<withheld>"', value)
+    return WITHHELD  # raw bytes or a message skipped by the framing
 
 
 def _plain_or_withheld(value: Any) -> Any:

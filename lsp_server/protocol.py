@@ -40,7 +40,6 @@ import cattrs
 from cattrs.errors import IterableValidationNote
 from lsprotocol import types
 from pygls.exceptions import (
-    FeatureNotificationError,
     JsonRpcException,
     JsonRpcInternalError,
     JsonRpcInvalidParams,
@@ -197,9 +196,8 @@ class CheckedProtocol(LanguageServerProtocol):
             if is_request:
                 self._reply_error(message["id"], error)
             else:
+                # Logged, not shown: it is the client's bug, and the text it quotes may be the user's code.
                 log.warning("dropped notification: %s", error.message)
-                if self.initialized and not self._shutdown:
-                    self._server._report_server_error(error, FeatureNotificationError)
             return
         self.handle_message(typed)
 
