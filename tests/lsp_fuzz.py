@@ -42,6 +42,7 @@ STALE_COMPLETION_S = 5.0
 """Like an editor, the fuzzer cancels a completion still unanswered this long when it asks for another
 (and all of them at the end): the model may take minutes on some texts, a cancel must be answered at once."""
 REQUEST_BOUND_S = 30.0
+"""Any other request (a 10 MB ``cpc/documentText`` included)."""
 SETTINGS = {"debounceMs": 0, "maxTokens": 4}
 """Short completions: the fuzzer needs the model at work, not long suggestions."""
 STATUS_BOUND_S = 1.0
@@ -131,6 +132,8 @@ class Report:
     """Frames written (a burst counts each of its requests)."""
     requests: int = 0
     answered: int = 0
+    null_id_answers: int = 0
+    """Answers with ``"id": null``, to messages whose id could not be read."""
     crashes: list[str] = field(default_factory=list)
     hangs: list[str] = field(default_factory=list)
     desyncs: list[str] = field(default_factory=list)
@@ -150,7 +153,8 @@ class Report:
     def summary(self) -> str:
         worst = max(self.status_while_working_s, default=0.0)
         return (
-            f"seed {self.seed}: {self.messages} messages ({self.requests} requests, {self.answered} answered) "
+            f"seed {self.seed}: {self.messages} messages ({self.requests} requests, {self.answered} answered; "
+            f"{self.null_id_answers} answers with a null id) "
             f"in {self.seconds:.0f} s; crashes {len(self.crashes)}, hangs {len(self.hangs)}, desyncs {len(self.desyncs)}, "
             f"wrong answers {len(self.wrong_answers)}; cpc/status while the model works: "
             f"{len(self.status_while_working_s)} asked, slowest {worst * 1000:.0f} ms; peak RSS {self.peak_rss_mib:.0f} MiB"
@@ -249,7 +253,7 @@ class Fuzzer:
             for _ in range(self.null_answers_expected):
                 try:
                     self.server.answer(NULL_ID, timeout=REQUEST_BOUND_S)
-                    self.report.answered += 1
+                    self.report.null_id_answers += 1
                 except AssertionError:
                     self.report.hangs.append("a message with no readable id got no answer with a null id")
 
@@ -302,7 +306,7 @@ class Fuzzer:
         self._check_sync(document, changes, sorted(kinds))
 
     def _check_sync(self, document: Document, changes: list[dict[str, Any]], kinds: list[str]) -> None:
-        message_id = self._request("cpc/documentText", {"uri": document.uri}, f"cpc/documentText of {document.uri}", bound=60)
+        message_id = self._request("cpc/documentText", {"uri": document.uri}, f"cpc/documentText of {document.uri}")
         waited = self._wait(message_id)
         if waited is None or "result" not in waited[1]:
             return
