@@ -7,7 +7,8 @@ range, versions going backwards, ``didChange`` for closed documents, a 10 MB
 document and a 1 MB line, inline completions at random valid positions
 while the model works, cancels of unknown ids, 1,000-request bursts, broken
 JSON, wrong ``Content-Length``, non-object JSON, batches, bad params and
-unknown methods. It checks:
+unknown methods. Like an editor it cancels a completion left unanswered
+for a few seconds when it asks for the next one. It checks:
 
 - the process stays alive (a crash ends the run);
 - every request with an id is answered, with the kind of answer it calls
