@@ -7,7 +7,8 @@ range, versions going backwards, ``didChange`` for closed documents, a 10 MB
 document and a 1 MB line, inline completions at random valid positions
 while the model works, cancels of unknown ids, 1,000-request bursts, broken
 JSON, wrong ``Content-Length``, non-object JSON, batches, bad params and
-unknown methods. It checks:
+unknown methods. Like an editor it cancels a completion left unanswered
+for a few seconds when it asks for the next one. It checks:
 
 - the process stays alive (a crash ends the run);
 - every request with an id is answered, with the kind of answer it calls
@@ -38,7 +39,11 @@ from tests.raw_lsp import NULL_ID, RawServer, frame, inline_params, notification
 PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, INVALID_PARAMS, CANCELLED = -32700, -32600, -32601, -32602, -32800
 COMPLETION_BOUND_S = 120.0
 """Inline completions queue for the one model thread: a generous bound before one counts as a hang."""
+STALE_COMPLETION_S = 5.0
+"""Like an editor, the fuzzer cancels a completion still unanswered this long when it asks for another
+(and all of them at the end): the model may take minutes on some texts, a cancel must be answered at once."""
 REQUEST_BOUND_S = 30.0
+"""Any other request (a 10 MB ``cpc/documentText`` included)."""
 SETTINGS = {"debounceMs": 0, "maxTokens": 4}
 """Short completions: the fuzzer needs the model at work, not long suggestions."""
 STATUS_BOUND_S = 1.0
@@ -117,7 +122,8 @@ class Expectation:
     sent: float
     bound: float
     accepts: Callable[[dict[str, Any]], bool]
-    uri: str | None = None
+    completion: bool = False
+    cancelled: bool = False
 
 
 @dataclass
@@ -127,6 +133,8 @@ class Report:
     """Frames written (a burst counts each of its requests)."""
     requests: int = 0
     answered: int = 0
+    null_id_answers: int = 0
+    """Answers with ``"id": null``, to messages whose id could not be read."""
     crashes: list[str] = field(default_factory=list)
     hangs: list[str] = field(default_factory=list)
     desyncs: list[str] = field(default_factory=list)
@@ -146,7 +154,8 @@ class Report:
     def summary(self) -> str:
         worst = max(self.status_while_working_s, default=0.0)
         return (
-            f"seed {self.seed}: {self.messages} messages ({self.requests} requests, {self.answered} answered) "
+            f"seed {self.seed}: {self.messages} messages ({self.requests} requests, {self.answered} answered; "
+            f"{self.null_id_answers} answers with a null id) "
             f"in {self.seconds:.0f} s; crashes {len(self.crashes)}, hangs {len(self.hangs)}, desyncs {len(self.desyncs)}, "
             f"wrong answers {len(self.wrong_answers)}; cpc/status while the model works: "
             f"{len(self.status_while_working_s)} asked, slowest {worst * 1000:.0f} ms; peak RSS {self.peak_rss_mib:.0f} MiB"
@@ -161,8 +170,8 @@ def _is_error(*codes: int) -> Callable[[dict[str, Any]], bool]:
     return lambda answer: "error" in answer and answer["error"].get("code") in codes
 
 
-def _any_answer(answer: dict[str, Any]) -> bool:
-    return ("result" in answer) != ("error" in answer)
+def _is_result_or_cancelled(answer: dict[str, Any]) -> bool:
+    return _is_result(answer) or _is_error(CANCELLED)(answer)
 
 
 class Fuzzer:
@@ -184,16 +193,33 @@ class Fuzzer:
         self.report.messages += frames
         self.server.send_bytes(data)
 
-    def _expect(self, message_id: Any, what: str, accepts: Callable[[dict[str, Any]], bool], bound: float = REQUEST_BOUND_S, uri: str | None = None) -> None:
-        self.pending[message_id] = Expectation(what, time.monotonic(), bound, accepts, uri)
+    def _expect(self, message_id: Any, what: str, accepts: Callable[[dict[str, Any]], bool], bound: float = REQUEST_BOUND_S) -> Expectation:
+        expectation = self.pending[message_id] = Expectation(what, time.monotonic(), bound, accepts)
         self.report.requests += 1
+        return expectation
+
+    def _expect_completion(self, message_id: Any, document: Document, what: str) -> Expectation:
+        expectation = self._expect(message_id, f"{what}{_breaks_note(document)}", _is_result, COMPLETION_BOUND_S)
+        expectation.completion = True
+        return expectation
 
     def _request(self, method: str, params: Any, what: str, accepts=_is_result, bound: float = REQUEST_BOUND_S, length_change: int = 0) -> int:
         message_id = self.server.next_id()
-        uri = params.get("textDocument", {}).get("uri") if isinstance(params, dict) else None
-        self._expect(message_id, what, accepts, bound, uri)
+        self._expect(message_id, what, accepts, bound)
         self._write(frame(request(message_id, method, params), length_change))
         return message_id
+
+    def _cancel(self, message_id: Any) -> None:
+        """``$/cancelRequest`` for a pending completion: now a result or a ``RequestCancelled`` error is right."""
+        expectation = self.pending[message_id]
+        expectation.accepts, expectation.cancelled = _is_result_or_cancelled, True
+        self._notify("$/cancelRequest", {"id": message_id})
+
+    def _cancel_stale_completions(self, older_than: float) -> None:
+        now = time.monotonic()
+        for message_id, expectation in list(self.pending.items()):
+            if expectation.completion and not expectation.cancelled and now - expectation.sent > older_than:
+                self._cancel(message_id)
 
     def _notify(self, method: str, params: Any) -> None:
         self._write(frame(notification(method, params)))
@@ -216,7 +242,9 @@ class Fuzzer:
             self.report.wrong_answers.append(f"{expectation.what} (id {message_id}) was answered {json.dumps(answer)[:300]}")
 
     def _collect(self, final: bool = False) -> None:
-        """Check the answers that came; at the end, wait for the rest up to their bounds."""
+        """Check the answers that came; at the end, cancel the completions left and wait for every answer up to its bound."""
+        if final:
+            self._cancel_stale_completions(older_than=0)
         for message_id in list(self.pending):
             if final or self.server.answered(message_id):
                 self._wait(message_id)
@@ -226,7 +254,7 @@ class Fuzzer:
             for _ in range(self.null_answers_expected):
                 try:
                     self.server.answer(NULL_ID, timeout=REQUEST_BOUND_S)
-                    self.report.answered += 1
+                    self.report.null_id_answers += 1
                 except AssertionError:
                     self.report.hangs.append("a message with no readable id got no answer with a null id")
 
@@ -279,7 +307,7 @@ class Fuzzer:
         self._check_sync(document, changes, sorted(kinds))
 
     def _check_sync(self, document: Document, changes: list[dict[str, Any]], kinds: list[str]) -> None:
-        message_id = self._request("cpc/documentText", {"uri": document.uri}, f"cpc/documentText of {document.uri}", bound=60)
+        message_id = self._request("cpc/documentText", {"uri": document.uri}, f"cpc/documentText of {document.uri}")
         waited = self._wait(message_id)
         if waited is None or "result" not in waited[1]:
             return
@@ -299,11 +327,12 @@ class Fuzzer:
     # -- actions ---------------------------------------------------------------------------
 
     def _inline(self, document: Document) -> int:
+        self._cancel_stale_completions(STALE_COMPLETION_S)
         line, character = self._valid_position(document)
-        return self._request(
-            "textDocument/inlineCompletion", inline_params(document.uri, line, character),
-            f"inline completion at {line}:{character} of {document.uri}{_breaks_note(document)}", bound=COMPLETION_BOUND_S,
-        )
+        message_id = self.server.next_id()
+        self._expect_completion(message_id, document, f"inline completion at {line}:{character} of {document.uri}")
+        self._write(frame(request(message_id, "textDocument/inlineCompletion", inline_params(document.uri, line, character))))
+        return message_id
 
     def _status_while_working(self) -> None:
         """Start model work on a cold position, then time ``cpc/status``."""
@@ -360,21 +389,16 @@ class Fuzzer:
             elif roll < 0.9:
                 line, character = self._valid_position(document)
                 frames.append(frame(request(message_id, "textDocument/inlineCompletion", inline_params(document.uri, line, character))))
-                self._expect(message_id, f"an inline completion in a burst{_breaks_note(document)}", _is_result, COMPLETION_BOUND_S)
+                self._expect_completion(message_id, document, "an inline completion in a burst")
             else:
                 frames.append(frame(request(message_id, "cpc/documentText", {"uri": document.uri})))
                 self._expect(message_id, "cpc/documentText in a burst", _is_result)
         self._write(b"".join(frames), frames=size)
 
     def _cancel_pending_inline(self, document: Document) -> None:
-        message_id = self._inline(document)
-        self.pending[message_id].accepts = lambda answer: _is_result(answer) or _is_error(CANCELLED)(answer)
-        self._notify("$/cancelRequest", {"id": message_id})
+        self._cancel(self._inline(document))
 
     def _close(self, document: Document) -> None:
-        for expectation in self.pending.values():
-            if expectation.uri == document.uri:  # a completion may start after the close: "unknown document" is right then
-                expectation.accepts = _any_answer
         self._notify("textDocument/didClose", {"textDocument": {"uri": document.uri}})
         del self.documents[document.uri]
         self.closed.append(document.uri)
