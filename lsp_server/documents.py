@@ -42,6 +42,8 @@ from pygls.workspace.position_codec import PositionCodec
 log = logging.getLogger(__name__)
 
 _LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+")
+_OTHER_BREAKS = re.compile("[\v\f\x1c-\x1e\x85\u2028\u2029]")
+"""What ``str.splitlines`` breaks on besides LSP's line breaks."""
 
 
 def lsp_lines(text: str) -> tuple[str, ...]:
@@ -50,6 +52,8 @@ def lsp_lines(text: str) -> tuple[str, ...]:
     >>> lsp_lines("a\\u2028b\\rc\\r\\nd\\x85")
     ('a\\u2028b\\r', 'c\\r\\n', 'd\\x85')
     """
+    if _OTHER_BREAKS.search(text) is None:  # the usual case, at C speed
+        return tuple(text.splitlines(keepends=True))
     return tuple(_LINE.findall(text))
 
 
@@ -78,7 +82,11 @@ class LSPTextDocument(TextDocument):
 
     @property
     def lines(self) -> tuple[str, ...]:
-        return lsp_lines(self.source)
+        # Kept per text: a 10 MB document is split once per edit, not on every request.
+        source = self.source
+        if getattr(self, "_lines_of", None) is not source:
+            self._lines, self._lines_of = lsp_lines(source), source
+        return self._lines
 
     def offset_at_position(self, client_position: types.Position) -> int:
         """The index into `source` of ``client_position``, clamped onto the text as the module says."""

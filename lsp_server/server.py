@@ -30,7 +30,7 @@ from cpc.lm import Cancelled
 from cpc.models import ModelError
 from cpc.session import CompletionSession
 from lsp_server import logs
-from lsp_server.documents import character_index, lsp_lines, use_lsp_documents
+from lsp_server.documents import character_index, use_lsp_documents
 from lsp_server.protocol import CheckedLanguageServer
 from lsp_server.settings import Settings
 
@@ -159,7 +159,7 @@ class CPCServer(CheckedLanguageServer):
         document = self.workspace.text_documents.get(uri)
         if document is None:
             raise JsonRpcInvalidParams(f"unknown document {uri}: it was never opened (textDocument/didOpen)")
-        lines = lsp_lines(document.source)
+        lines = document.lines  # LSP's lines: see lsp_server.documents
         line, character = position.line, position.character
         if line > len(lines) or (line == len(lines) and character > 0) or line < 0 or character < 0:
             raise JsonRpcInvalidParams(f"position {line}:{character} is outside {uri} ({len(lines)} lines)")
