@@ -11,9 +11,11 @@ The batched, stateful evaluation of the model lives in `cpc.lm`.
 
 from __future__ import annotations
 
+import atexit
 import ctypes
 import logging
 import os
+import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -42,6 +44,12 @@ def _init_backend() -> None:
     """Initialise llama.cpp once and route its chatter to Python logging."""
     llama_cpp.llama_backend_init()
     llama_cpp.llama_log_set(_LOG_CALLBACK, ctypes.c_void_p(0))
+    atexit.register(_log_to_stderr_at_exit)
+
+
+def _log_to_stderr_at_exit() -> None:
+    """Give llama.cpp its own C logger back: it must not call into a Python that is shutting down."""
+    llama_cpp.llama_log_set(ctypes.cast(None, llama_cpp.llama_log_callback), ctypes.c_void_p(0))
 
 
 @llama_cpp.llama_log_callback
@@ -139,7 +147,9 @@ class GGUFModel:
 
     def __del__(self) -> None:
         handle = getattr(self, "handle", None)
-        if handle:
+        # At interpreter shutdown the order of finalizers is arbitrary (a
+        # context may outlive its model there): the process frees it all.
+        if handle and not sys.is_finalizing():
             llama_cpp.llama_model_free(handle)
             self.handle = None
 

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import sys
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -157,6 +158,8 @@ class LlamaLM(LanguageModel):
         self.bos = (_document_start(model.vocab_handle),)
 
     def __del__(self) -> None:
+        if sys.is_finalizing():  # finalizers run in any order then: the process frees it all
+            return
         if getattr(self, "_batch", None) is not None:
             llama_cpp.llama_batch_free(self._batch)
             self._batch = None

@@ -12,6 +12,8 @@ import pytest_lsp
 from lsprotocol import types
 from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
 
+from tests.lsp_status import status, wait_for_status
+
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 SERVER = [sys.executable, "-m", "lsp_server"]
@@ -26,18 +28,8 @@ def initialize_params(encodings: list[str] | None = None, options: dict | None =
     return types.InitializeParams(capabilities=capabilities, initialization_options=options or SETTINGS)
 
 
-async def status(client: LanguageClient):
-    return await client.protocol.send_request_async("cpc/status", {})
-
-
 async def wait_until_loaded(client: LanguageClient, timeout: float = 120):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        state = await status(client)
-        if state.ready or state.error:
-            return state
-        await asyncio.sleep(0.1)
-    raise AssertionError("the model did not load in time")
+    return await wait_for_status(client, lambda state: state.ready or state.error, "the model load", timeout)
 
 
 @pytest_lsp.fixture(scope="module", config=ClientServerConfig(server_command=[*SERVER, "--model", "default"]))

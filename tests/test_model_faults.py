@@ -10,12 +10,10 @@ default model.
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 import os
 import shutil
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -24,6 +22,7 @@ from lsprotocol import types
 from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
 
 from cpc.models import resolve_model
+from tests.lsp_status import status, wait_for_status
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -44,19 +43,9 @@ async def client(lsp_client: LanguageClient):
     await lsp_client.shutdown_session()
 
 
-async def status(client: LanguageClient):
-    return await client.protocol.send_request_async("cpc/status", {})
-
-
 async def settled(client: LanguageClient, timeout: float = 120):
     """`cpc/status` once no model load is under way."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        state = await status(client)
-        if not state.loading:
-            return state
-        await asyncio.sleep(0.05)
-    raise AssertionError("the model load did not finish in time")
+    return await wait_for_status(client, lambda state: not state.loading, "the end of the model load", timeout)
 
 
 async def configure(client: LanguageClient, **settings):

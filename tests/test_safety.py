@@ -21,6 +21,8 @@ from lsprotocol import types
 from pygls.lsp.client import LanguageClient as PlainClient
 from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
 
+from tests.lsp_status import status
+
 module_loop = pytest.mark.asyncio(loop_scope="module")
 
 SERVER = [sys.executable, "-m", "lsp_server"]
@@ -178,10 +180,6 @@ async def client(workspace: Path, server_files):
         await client.shutdown_session()
     finally:
         await client.stop()
-
-
-async def status(client: LanguageClient):
-    return await client.protocol.send_request_async("cpc/status", {})
 
 
 def open_document(client: LanguageClient, uri: str, text: str) -> None:
