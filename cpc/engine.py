@@ -22,7 +22,7 @@ from cpc.candidates import CandidateFinder
 from cpc.conditioning import Conditioner
 from cpc.gguf import GGUFModel
 from cpc.index import PrefixIndex
-from cpc.lm import LlamaLM
+from cpc.lm import DEFAULT_CONTEXT_SIZE, LlamaLM
 from cpc.models import Progress
 from cpc.tokenizer import LlamaTokenizer
 from cpc.vocab import Vocabulary
@@ -70,7 +70,7 @@ class Engine:
         cls,
         model: str | os.PathLike | None = "default",
         *,
-        n_ctx: int = 1536,
+        n_ctx: int = DEFAULT_CONTEXT_SIZE,
         n_seq: int = 8,
         states_per_decode: int | None = None,
         threads: int | None = None,

@@ -47,6 +47,9 @@ from cpc.vocab import Vocabulary
 
 State = tuple[int, ...]
 
+DEFAULT_CONTEXT_SIZE = 1536
+"""Tokens of context per sequence in the KV cache (it keeps ``n_seq`` sequences)."""
+
 
 @dataclass
 class LMStats:
@@ -114,7 +117,7 @@ class LlamaLM(LanguageModel):
         model: GGUFModel,
         vocab: Vocabulary,
         *,
-        n_ctx: int = 1536,
+        n_ctx: int = DEFAULT_CONTEXT_SIZE,
         n_seq: int = 8,
         n_batch: int = 512,
         threads: int | None = None,

@@ -33,13 +33,12 @@ from dataclasses import dataclass
 
 from cpc.engine import Engine
 from cpc.generate import Options, generate
+from cpc.lm import DEFAULT_CONTEXT_SIZE
 from cpc.models import Progress
 
 MAX_PREFIX_CHARS = 32_000
 """Text before the cursor that a request reads at most (the prompt window is shorter still)."""
 MAX_SUFFIX_CHARS = 4_000
-DEFAULT_CONTEXT_SIZE = 1536
-"""Tokens of context per sequence in the model's KV cache (it keeps 8 sequences)."""
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,8 @@ from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from cpc.generate import MODES, Options
-from cpc.session import DEFAULT_CONTEXT_SIZE, EngineSettings
+from cpc.lm import DEFAULT_CONTEXT_SIZE
+from cpc.session import EngineSettings
 
 _KEYS = {
     "model": "model",
