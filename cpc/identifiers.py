@@ -90,6 +90,8 @@ class TokenShapes:
                 by_trail.setdefault(trail, []).append(token)
         self.by_trail = {trail: np.asarray(ids, dtype=np.int64) for trail, ids in by_trail.items()}
         """Tokens by their trailing identifier bytes (all of a token that has no other byte)."""
+        self.longest_trail = max(map(len, by_trail), default=0)
+        """No name prefix longer than this is a key of `by_trail` (a minified file's 1 MB "name" costs no more)."""
         self.words = _grouped(pieces, (t for t in range(size) if pieces[t] and not self.breaks[t]), None)
         """Tokens made only of identifier bytes, by their bytes."""
         self.finishers = _grouped(pieces, np.flatnonzero(self.breaks & (self.lead > 0)).tolist(), self.lead.__getitem__)
@@ -160,7 +162,7 @@ class NameCounts:
 
 
 def _mark(starts: np.ndarray, shapes: TokenShapes, name: bytes, sign: int) -> None:
-    for length in range(1, len(name) + 1):
+    for length in range(1, min(len(name), shapes.longest_trail) + 1):
         ids = shapes.by_trail.get(name[:length])
         if ids is not None:
             starts[ids] += sign

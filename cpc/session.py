@@ -14,6 +14,14 @@ The engine keeps its own caches across requests (KV cache per token prefix,
 snapshots, beams per byte prefix), so the next keystroke after a model
 answer costs a few tokens.
 
+Workspace fusion (`cpc.fusion`): the session owns a `WorkspaceModel` built
+with the engine (it counts in the engine's token ids, so it is built again
+when the model is), fed the open documents (`update_document`, on the worker
+thread: only changed lines are counted again) and the workspace folders'
+files (`index_workspace`, on a background thread). ``complete(...,
+fusion=FusionWeights())`` fuses it into every token choice; without
+``fusion`` a completion is exactly what it was without a workspace.
+
     >>> session = CompletionSession()
     >>> session.load("smollm2")
     >>> answer = session.complete("doc", "import os\\nos.listd", "", Options(max_tokens=2))
@@ -25,16 +33,20 @@ answer costs a few tokens.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from cpc.engine import Engine
+from cpc.fusion import FusionWeights, WorkspaceModel
 from cpc.generate import Options, generate
 from cpc.lm import DEFAULT_CONTEXT_SIZE
 from cpc.models import Progress
+from cpc.workspace import ScanReport, WorkspaceLimits, WorkspaceProgress, workspace_files
 
 MAX_PREFIX_CHARS = 32_000
 """Text before the cursor that a request reads at most (the prompt window is shorter still)."""
@@ -67,7 +79,8 @@ class _Shown:
 
     prefix: str
     suffix: str
-    options: Options
+    options: Hashable
+    """Everything else the texts depend on (`Options`, and the session's fusion weights)."""
     texts: tuple[str, ...]
 
 
@@ -79,7 +92,7 @@ class SuggestionCache:
         self._shown: dict[str, OrderedDict[str, _Shown]] = {}
         self._lock = threading.Lock()
 
-    def remember(self, key: str, prefix: str, suffix: str, options: Options, texts: list[str]) -> None:
+    def remember(self, key: str, prefix: str, suffix: str, options: Hashable, texts: list[str]) -> None:
         if not texts:
             return
         with self._lock:
@@ -89,7 +102,7 @@ class SuggestionCache:
             while len(shown) > self.per_document:
                 shown.popitem(last=False)
 
-    def lookup(self, key: str, prefix: str, suffix: str, options: Options) -> list[str] | None:
+    def lookup(self, key: str, prefix: str, suffix: str, options: Hashable) -> list[str] | None:
         """The rest of earlier suggestions that ``prefix`` has started typing, or None."""
         with self._lock:
             entries = list(self._shown.get(key, {}).values())
@@ -108,12 +121,26 @@ class SuggestionCache:
 
 
 class CompletionSession:
-    """One engine, its settings, and the suggestion cache; call it from one worker thread."""
+    """One engine, its settings, the suggestion cache and the workspace model.
+
+    Call `load`, `complete` and the document methods from one worker thread;
+    `index_workspace` from another (background) thread; `cached` and
+    `workspace_stats` from anywhere.
+    """
 
     def __init__(self) -> None:
         self.engine: Engine | None = None
         self.settings: EngineSettings | None = None
         self.cache = SuggestionCache()
+        self.workspace: WorkspaceModel | None = None
+        """What fusion knows of the workspace; built with the engine."""
+        self.documents: dict[str, str] = {}
+        """The open documents' texts, to feed a workspace model built for another engine."""
+        self.max_document_bytes: int | None = None
+        """An open document larger than this (UTF-8) is not counted (like a workspace file over its size cap)."""
+        self._index_lock = threading.Lock()
+        self._indexed: tuple[WorkspaceModel | None, set[str]] = (None, set())
+        """The workspace model the last `index_workspace` read into, and the paths it holds."""
 
     @property
     def ready(self) -> bool:
@@ -123,9 +150,10 @@ class CompletionSession:
              context_size: int = DEFAULT_CONTEXT_SIZE, progress: Progress | None = None) -> None:
         """Load the engine unless it is loaded with these settings already.
 
-        Raises `cpc.models.ModelError` for a missing or corrupt model, or a
-        context too large to allocate; the engine loaded before stays in
-        service.
+        A new engine gets a new workspace model, fed the open documents (its
+        workspace files are read again by `index_workspace`). Raises
+        `cpc.models.ModelError` for a missing or corrupt model, or a context
+        too large to allocate; the engine loaded before stays in service.
         """
         settings = EngineSettings(model, gpu_layers, threads, context_size)
         if settings == self.settings and self.engine is not None:
@@ -133,12 +161,103 @@ class CompletionSession:
         engine = Engine.load(
             model, gpu_layers=gpu_layers, threads=threads or None, n_ctx=context_size, progress=progress
         )
-        self.engine, self.settings = engine, settings
+        workspace = WorkspaceModel(engine)
+        for key, text in self.documents.items():
+            workspace.update_document(key, text)
+        self.engine, self.settings, self.workspace = engine, settings, workspace
         self.cache = SuggestionCache()
 
-    def cached(self, key: str, prefix: str, suffix: str, options: Options) -> Answer | None:
+    # -- the workspace ----------------------------------------------------------
+
+    def update_document(self, key: str, text: str) -> None:
+        """Document ``key`` is open with ``text`` (only the lines that changed are counted again).
+
+        A document over `max_document_bytes` is left out of the workspace
+        model (counting a 10 MB file would hold up the worker for seconds).
+        """
+        cap = self.max_document_bytes
+        if cap is not None and len(text) > cap // 4:
+            size = len(text) if text.isascii() else len(text.encode("utf-8", errors="replace"))
+            if size > cap:
+                self.documents.pop(key, None)
+                if self.workspace is not None:
+                    self.workspace.close_document(key)
+                return
+        self.documents[key] = text
+        if self.workspace is not None:
+            self.workspace.update_document(key, text)
+
+    def close_document(self, key: str) -> None:
+        self.documents.pop(key, None)
+        self.cache.forget(key)
+        if self.workspace is not None:
+            self.workspace.close_document(key)
+
+    def index_workspace(
+        self,
+        folders: Sequence[str | os.PathLike[str]],
+        limits: WorkspaceLimits = WorkspaceLimits(),
+        progress: WorkspaceProgress | None = None,
+        cancelled: Callable[[], bool] | None = None,
+        report: ScanReport | None = None,
+    ) -> ScanReport:
+        """Read the text files of ``folders`` (`cpc.workspace.workspace_files`) into the workspace model.
+
+        They replace the files an earlier call read (no folders: the model
+        keeps no file). Call it on a background thread, not the worker: it
+        tokenizes every file and builds the n-gram tables, seconds for tens
+        of megabytes, while completions go on. One call runs at a time: a
+        call waits for the one before, so cancel that one first. When
+        ``cancelled`` turns True the walk stops (``report.stopped ==
+        "cancelled"``) and the n-gram tables are left as they were; the
+        next call puts things right. ``report`` fills in as the walk goes.
+        """
+        report = report if report is not None else ScanReport()
+        with self._index_lock:
+            workspace = self.workspace
+            if workspace is None:
+                raise RuntimeError("the model is not loaded yet")
+            held, earlier = self._indexed
+            if held is not workspace:
+                earlier = set()
+            read: set[str] = set()
+            complete = False
+            try:
+                for file in workspace_files(folders, limits, progress, cancelled, report=report):
+                    path = str(file.path)
+                    workspace.add_file(path, file.text)
+                    read.add(path)
+                if report.stopped == "cancelled":
+                    return report
+                for path in earlier - read:
+                    workspace.remove_file(path)
+                complete = True
+                if progress is not None:
+                    progress(f"Workspace: {report.files} files read, counting their n-grams", None)
+                workspace.commit()
+            finally:
+                self._indexed = (workspace, read if complete else earlier | read)
+        return report
+
+    def workspace_stats(self) -> dict[str, Any] | None:
+        """`WorkspaceModel.stats` of the workspace model, from any thread (None before the model loads)."""
+        workspace = self.workspace
+        if workspace is None:
+            return None
+        for _ in range(100):
+            try:
+                return workspace.stats()
+            except (RuntimeError, KeyError):  # a dict changed as it was read (a file added, a document edited)
+                time.sleep(0.001)
+        return None
+
+    # -- completions --------------------------------------------------------------
+
+    def cached(
+        self, key: str, prefix: str, suffix: str, options: Options, fusion: FusionWeights | None = None
+    ) -> Answer | None:
         """A cache answer, cheap enough for an event loop (no model)."""
-        texts = self.cache.lookup(key, prefix, suffix, options)
+        texts = self.cache.lookup(key, prefix, suffix, (options, fusion))
         return None if texts is None else Answer(texts, from_cache=True, engine_ms=0.0)
 
     def complete(
@@ -148,21 +267,29 @@ class CompletionSession:
         suffix: str,
         options: Options,
         cancelled: Callable[[], bool] | None = None,
+        fusion: FusionWeights | None = None,
     ) -> Answer:
         """Suggestions for the cursor between ``prefix`` and ``suffix`` of document ``key``.
 
-        Raises `cpc.lm.Cancelled` when ``cancelled`` turns True on the way.
+        With ``fusion``, the workspace model scores every token choice with
+        these weights, document ``key`` as the current file (its cursor line
+        left out). Raises `cpc.lm.Cancelled` when ``cancelled`` turns True on
+        the way.
         """
-        answer = self.cached(key, prefix, suffix, options)
+        answer = self.cached(key, prefix, suffix, options, fusion)
         if answer is not None:
             return answer
         if self.engine is None:
             raise RuntimeError("the model is not loaded yet")
         started = time.perf_counter()
+        fused = None
+        if fusion is not None and self.workspace is not None:
+            fused = self.workspace.fusion(key, weights=fusion, cursor_line=prefix.count("\n"))
         generation = generate(
-            self.engine, prefix[-MAX_PREFIX_CHARS:], suffix[:MAX_SUFFIX_CHARS], options, cancelled=cancelled
+            self.engine, prefix[-MAX_PREFIX_CHARS:], suffix[:MAX_SUFFIX_CHARS], options, cancelled=cancelled,
+            fusion=fused,
         )
         texts = [completion.text for completion in generation.completions]
-        self.cache.remember(key, prefix, suffix, options, texts)
+        self.cache.remember(key, prefix, suffix, (options, fusion), texts)
         return Answer(texts, from_cache=False, engine_ms=(time.perf_counter() - started) * 1000,
                       lm_calls=generation.lm_calls)

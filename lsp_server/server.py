@@ -8,6 +8,12 @@ while a completion runs. The newest request for a document wins: an older
 one is stopped at its next model evaluation and answers an empty list, and
 ``$/cancelRequest`` stops it the same way. Until the model is loaded,
 requests answer an empty list.
+
+Workspace fusion: the session's workspace model follows the open documents
+(each ``didOpen``/``didChange`` queues the document's newest text on the
+worker, so a completion submitted after it sees it) and reads the client's
+``workspaceFolders`` on a background thread of its own, with work-done
+progress; a setting change, a new folder or a model load starts that again.
 """
 
 from __future__ import annotations
@@ -20,15 +26,18 @@ import threading
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from lsprotocol import types
 from pygls.exceptions import JsonRpcInvalidParams
+from pygls.uris import to_fs_path, uri_scheme
 
+from cpc.fusion import WorkspaceModel
 from cpc.lm import Cancelled
 from cpc.models import ModelError
 from cpc.session import CompletionSession
+from cpc.workspace import ScanReport, WorkspaceLimits
 from lsp_server import logs
 from lsp_server.documents import character_index, use_lsp_documents
 from lsp_server.protocol import CheckedLanguageServer
@@ -59,6 +68,39 @@ class Cursor:
     """From the start of ``word`` to the cursor, in the client's units."""
 
 
+@dataclass
+class Indexing:
+    """One reading of the workspace folders into the session's workspace model (or the lack of one)."""
+
+    limits: WorkspaceLimits | None = None
+    """None: no folder is read (``fusion`` or ``workspaceIndexing`` is off)."""
+    folders: tuple[str, ...] = ()
+    state: str = "off"
+    """``off``, ``no folders``, ``waiting`` (for the model), ``indexing``, ``ready``, ``cancelled`` or ``failed``."""
+    workspace: WorkspaceModel | None = None
+    """The workspace model it reads into."""
+    report: ScanReport = field(default_factory=ScanReport)
+    seconds: float | None = None
+    error: str | None = None
+    stop: threading.Event = field(default_factory=threading.Event)
+
+    def as_json(self) -> dict[str, Any]:
+        report = self.report
+        return {
+            "state": self.state,
+            "folders": list(self.folders),
+            "read": {"files": report.files, "bytes": report.bytes},
+            "skipped": {
+                "binary": report.skipped_binary,
+                "large": report.skipped_large,
+                "unreadable": report.skipped_unreadable,
+            },
+            "stopped": report.stopped,
+            "seconds": self.seconds,
+            "error": self.error,
+        }
+
+
 class CPCServer(CheckedLanguageServer):
     """The language server: settings, the session, and the worker thread that runs it."""
 
@@ -67,6 +109,7 @@ class CPCServer(CheckedLanguageServer):
         self.model_override = model
         self.settings = Settings(model=model or "default")
         self.session = CompletionSession()
+        self.session.max_document_bytes = self.settings.workspace_max_file_bytes
         self.worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cpc-engine")
         self.load_error: str | None = None
         self.loading = False
@@ -77,6 +120,14 @@ class CPCServer(CheckedLanguageServer):
         self._tickets = itertools.count()
         self.in_flight = 0
         """Requests waiting for the worker or running on it."""
+        self.indexing = Indexing()
+        self.folders_given = False
+        """Whether the client sent ``workspaceFolders`` (then ``rootUri`` is not read, even with no folder left)."""
+        self._pending_texts: dict[str, str] = {}
+        """Document texts queued for the workspace model: the newest per document."""
+        self._pending_lock = threading.Lock()
+        self._pending_updates = 0
+        """Workspace model updates submitted to the worker and not done yet (``cpc/status``: ``pending``)."""
 
     # -- settings and the model ---------------------------------------------
 
@@ -88,10 +139,18 @@ class CPCServer(CheckedLanguageServer):
             self.show(types.MessageType.Warning, f"cpc-lsp setting ignored: {problem}")
         logs.log_documents(settings.log_documents)
         reload = settings.engine != self.settings.engine
+        recount = settings.workspace_max_file_bytes != self.settings.workspace_max_file_bytes
         self.settings = settings
+        if recount:
+            self.session.max_document_bytes = settings.workspace_max_file_bytes
+            for uri in list(self.workspace.text_documents):
+                self.queue_document(uri)
         if reload and (self.session.ready or self.loading or self.load_error):
             self.loading = True  # before the next message is read, so `cpc/status` never shows the old state
+            self.stop_indexing()
             asyncio.ensure_future(self.load_model())
+        else:
+            self.refresh_index()
 
     async def load_model(self) -> None:
         """Load the model on the worker thread, reporting work-done progress.
@@ -140,6 +199,163 @@ class CPCServer(CheckedLanguageServer):
             self.loading = False
             if progress:
                 self.work_done_progress.end(token, types.WorkDoneProgressEnd(message="done"))
+            self.refresh_index()
+
+    # -- the workspace ----------------------------------------------------------
+
+    def queue_document(self, uri: str) -> None:
+        """Bring the workspace model up to date with document ``uri`` (open) on the worker thread.
+
+        Queued behind whatever the worker has, so a completion requested
+        after this edit sees it; edits queued meanwhile are coalesced: the
+        update applies the newest text.
+        """
+        document = self.workspace.text_documents.get(uri)
+        if document is None:
+            return
+        with self._pending_lock:
+            queued = uri in self._pending_texts
+            self._pending_texts[uri] = document.source
+        if not queued:
+            self._submit_update(self._apply_document, uri)
+
+    def forget_document(self, uri: str) -> None:
+        """Document ``uri`` was closed: drop it from the workspace model and the suggestion cache."""
+        with self._pending_lock:
+            self._pending_texts.pop(uri, None)
+        self.session.cache.forget(uri)
+        self._submit_update(self.session.close_document, uri)
+
+    def _apply_document(self, uri: str) -> None:
+        with self._pending_lock:
+            text = self._pending_texts.pop(uri, None)
+        if text is not None:
+            self.session.update_document(uri, text)
+
+    def _submit_update(self, work, uri: str) -> None:
+        def run() -> None:
+            try:
+                work(uri)
+            except Exception:  # the workspace model must not take the worker down
+                log.exception("updating the workspace model failed")
+            finally:
+                with self._pending_lock:
+                    self._pending_updates -= 1
+
+        with self._pending_lock:
+            self._pending_updates += 1
+        self.worker.submit(run)
+
+    def workspace_folders(self) -> tuple[str, ...]:
+        """The client's workspace folders (``workspaceFolders``, else ``rootUri``/``rootPath``) on this file system."""
+        uris = [folder.uri for folder in self.workspace.folders.values()]
+        if not self.folders_given and not uris and self.workspace.root_uri:
+            uris = [self.workspace.root_uri]
+        paths = []
+        for uri in uris:
+            path = to_fs_path(uri) if uri_scheme(uri) == "file" else None
+            if path and path not in paths:
+                paths.append(path)
+        return tuple(paths)
+
+    def stop_indexing(self) -> None:
+        """Cancel the reading of the workspace folders, if one runs (a model load will start it again)."""
+        self.indexing.stop.set()
+        if self.indexing.state == "indexing":
+            self.indexing = Indexing(self.indexing.limits, self.indexing.folders, state="waiting")
+
+    def refresh_index(self) -> None:
+        """Read the workspace folders again if what to read changed, or the workspace model did.
+
+        Called when the settings change, the folders change and a model load
+        ends. A reading under way for something else is cancelled first;
+        with nothing to read, the files read before are dropped.
+        """
+        limits = self.settings.workspace_limits
+        folders = self.workspace_folders() if limits is not None else ()
+        current = self.indexing
+        if not self.session.ready or self.loading:
+            if (limits, folders) != (current.limits, current.folders) or current.state == "indexing":
+                current.stop.set()
+                self.indexing = Indexing(limits, folders, state="waiting" if limits and folders else "off")
+            return
+        workspace = self.session.workspace
+        same = (limits, folders, workspace) == (current.limits, current.folders, current.workspace)
+        if same and current.state != "cancelled":
+            return
+        current.stop.set()
+        self.indexing = Indexing(limits, folders, state="indexing", workspace=workspace)
+        asyncio.ensure_future(self.index_workspace(self.indexing))
+
+    async def index_workspace(self, job: Indexing) -> None:
+        """Read ``job``'s folders into its workspace model on a thread of its own, with work-done progress."""
+        reading = bool(job.limits and job.folders)
+        loop = asyncio.get_running_loop()
+        token = str(uuid.uuid4())
+        progress = reading and await self._begin_progress(token, "cpc: reading the workspace")
+        done: asyncio.Future = loop.create_future()
+
+        def report(message: str, fraction: float | None) -> None:
+            if progress:
+                value = types.WorkDoneProgressReport(
+                    message=message, percentage=None if fraction is None else int(fraction * 100)
+                )
+                self._call_soon(loop, self.work_done_progress.report, token, value)
+
+        def run() -> None:
+            try:
+                result = self.session.index_workspace(
+                    job.folders if reading else (), job.limits or WorkspaceLimits(), report, job.stop.is_set, job.report
+                )
+            except BaseException as error:  # noqa: BLE001 - handed to the event loop
+                self._call_soon(loop, _settle, done, None, error)
+            else:
+                self._call_soon(loop, _settle, done, result, None)
+
+        started = time.perf_counter()
+        threading.Thread(target=run, name="cpc-workspace", daemon=True).start()
+        try:
+            await done
+        except Exception as error:
+            log.error("reading the workspace failed", exc_info=error)
+            if self.indexing is job:
+                job.state, job.error = "failed", str(error)
+            message = "failed"
+        else:
+            job.seconds = time.perf_counter() - started
+            message = self._indexed(job)
+        finally:
+            if progress:
+                self.work_done_progress.end(token, types.WorkDoneProgressEnd(message=message))
+
+    def _indexed(self, job: Indexing) -> str:
+        """Settle ``job``'s state after its reading ended; a log line; the progress's last message."""
+        report = job.report
+        if report.stopped == "cancelled":
+            job.state = "cancelled" if self.indexing is job else job.state
+            return "cancelled"
+        if job.limits is None:
+            job.state = "off"
+            return "off"
+        if not job.folders:
+            job.state = "no folders"
+            return "no folders"
+        job.state = "ready"
+        stats = self.session.workspace_stats() or {}
+        stopped = f"; stopped at {report.stopped}" if report.stopped else ""
+        self.log(
+            f"workspace read: {report.files} files, {report.bytes} bytes, {stats.get('tokens', 0)} tokens, "
+            f"{stats.get('identifiers', 0)} names in {job.seconds:.1f} s (skipped: {report.skipped_binary} binary, "
+            f"{report.skipped_large} too large, {report.skipped_unreadable} unreadable{stopped})"
+        )
+        return f"{report.files} files"
+
+    @staticmethod
+    def _call_soon(loop: asyncio.AbstractEventLoop, callback, *args) -> None:
+        try:
+            loop.call_soon_threadsafe(callback, *args)
+        except RuntimeError:  # the loop is closed: the server is exiting
+            pass
 
     async def _begin_progress(self, token: str, title: str) -> bool:
         window = self.client_capabilities.window
@@ -190,10 +406,11 @@ class CPCServer(CheckedLanguageServer):
         ticket = next(self._tickets)
         self._latest[cursor.uri] = ticket
         options = self.settings.options
+        fusion = self.settings.fusion_weights
         if not self.session.ready:
             self.counts["not_ready"] += 1
             return []
-        cached = self.session.cached(cursor.uri, cursor.prefix, cursor.suffix, options)
+        cached = self.session.cached(cursor.uri, cursor.prefix, cursor.suffix, options, fusion)
         if cached is not None:
             self.counts["from_cache"] += 1
             return cached.completions
@@ -213,7 +430,7 @@ class CPCServer(CheckedLanguageServer):
                 self.counts["superseded"] += 1
                 raise Cancelled("superseded while queued")
             try:
-                return self.session.complete(cursor.uri, cursor.prefix, cursor.suffix, options, cancelled)
+                return self.session.complete(cursor.uri, cursor.prefix, cursor.suffix, options, cancelled, fusion)
             except Cancelled:
                 self.counts["stopped"] += 1
                 raise
@@ -246,6 +463,11 @@ class CPCServer(CheckedLanguageServer):
             "running": self.in_flight,
             "settings": self.settings.as_client_json(),
             **self.counts,
+            "workspace": {
+                **(self.session.workspace_stats() or {}),
+                "pending": self._pending_updates,
+                **self.indexing.as_json(),
+            },
         }
 
     # -- messages -------------------------------------------------------------
@@ -262,6 +484,15 @@ class CPCServer(CheckedLanguageServer):
         self.window_show_message(types.ShowMessageParams(type=kind, message=message))
 
 
+def _settle(future: asyncio.Future, result: Any, error: BaseException | None) -> None:
+    if future.done():
+        return
+    if error is not None:
+        future.set_exception(error)
+    else:
+        future.set_result(result)
+
+
 def build_server(model: str | None = None) -> CPCServer:
     """A server ready to start on a transport; ``model`` (from ``--model``) wins over client settings."""
     server = CPCServer(model)
@@ -269,6 +500,7 @@ def build_server(model: str | None = None) -> CPCServer:
     @server.feature(types.INITIALIZE)
     def initialize(ls: CPCServer, params: types.InitializeParams) -> None:
         use_lsp_documents(ls.protocol)
+        ls.folders_given = params.workspace_folders is not None
         ls.configure(params.initialization_options)
 
     @server.feature(types.INITIALIZED)
@@ -279,9 +511,25 @@ def build_server(model: str | None = None) -> CPCServer:
     def did_change_configuration(ls: CPCServer, params: types.DidChangeConfigurationParams) -> None:
         ls.configure(params.settings)
 
+    @server.feature(types.WORKSPACE_DID_CHANGE_WORKSPACE_FOLDERS)
+    def did_change_workspace_folders(ls: CPCServer, params: types.DidChangeWorkspaceFoldersParams) -> None:
+        ls.refresh_index()  # pygls has updated ls.workspace.folders
+
+    @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
+    def did_open(ls: CPCServer, params: types.DidOpenTextDocumentParams) -> None:
+        ls.queue_document(params.text_document.uri)
+
+    @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
+    def did_change(ls: CPCServer, params: types.DidChangeTextDocumentParams) -> None:
+        ls.queue_document(params.text_document.uri)
+
     @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
     def did_close(ls: CPCServer, params: types.DidCloseTextDocumentParams) -> None:
-        ls.session.cache.forget(params.text_document.uri)
+        ls.forget_document(params.text_document.uri)
+
+    @server.feature(types.SHUTDOWN)
+    def shutdown(ls: CPCServer, params: Any) -> None:
+        ls.stop_indexing()
 
     @server.feature(types.TEXT_DOCUMENT_INLINE_COMPLETION, types.InlineCompletionOptions())
     async def inline_completion(

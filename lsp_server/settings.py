@@ -11,13 +11,18 @@ VS Code, or the bare object), with camelCase keys:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
+from cpc.fusion import FusionWeights
 from cpc.generate import MODES, Options
 from cpc.lm import DEFAULT_CONTEXT_SIZE
 from cpc.session import EngineSettings
+from cpc.workspace import WorkspaceLimits
+
+_LIMITS = WorkspaceLimits()
 
 _KEYS = {
     "model": "model",
@@ -30,9 +35,19 @@ _KEYS = {
     "items": "items",
     "debounceMs": "debounce_ms",
     "logDocuments": "log_documents",
+    "fusion": "fusion",
+    "fusionWeight": "fusion_weight",
+    "workspaceIndexing": "workspace_indexing",
+    "workspaceMaxBytes": "workspace_max_bytes",
+    "workspaceMaxFileBytes": "workspace_max_file_bytes",
+    "workspaceMaxFiles": "workspace_max_files",
 }
-_MINIMUM = {"gpu_layers": -1, "threads": 0, "context_size": 512, "max_tokens": 1, "items": 1, "debounce_ms": 0}
-_SWITCHES = ("multiline", "log_documents")
+_MINIMUM = {
+    "gpu_layers": -1, "threads": 0, "context_size": 512, "max_tokens": 1, "items": 1, "debounce_ms": 0,
+    "workspace_max_bytes": 0, "workspace_max_file_bytes": 0, "workspace_max_files": 0,
+}
+_SWITCHES = ("multiline", "log_documents", "fusion", "workspace_indexing")
+_NUMBERS = ("fusion_weight",)
 
 
 @dataclass(frozen=True)
@@ -54,6 +69,15 @@ class Settings:
     """How long a request waits for a newer keystroke before it starts the model."""
     log_documents: bool = False
     """Debugging: let the logs show whole protocol messages, document text included."""
+    fusion: bool = True
+    """Workspace fusion (`cpc.fusion`): the open documents and workspace files score every token choice."""
+    fusion_weight: float = 1.0
+    """Scales both λ of `cpc.fusion.FusionWeights` (0: fusion changes nothing)."""
+    workspace_indexing: bool = True
+    """Read the text files of the client's workspace folders for fusion (in the background, git's ignores respected)."""
+    workspace_max_bytes: int = _LIMITS.max_total_bytes
+    workspace_max_file_bytes: int = _LIMITS.max_file_bytes
+    workspace_max_files: int = _LIMITS.max_files
 
     def updated(self, raw: Mapping[str, Any] | None) -> tuple[Settings, list[str]]:
         """These settings with the client's values applied, and a message per value refused."""
@@ -71,7 +95,7 @@ class Settings:
             if problem:
                 problems.append(problem)
             else:
-                changes[name] = value
+                changes[name] = float(value) if name in _NUMBERS else value
         return replace(self, **changes), problems
 
     @property
@@ -81,6 +105,25 @@ class Settings:
     @property
     def options(self) -> Options:
         return Options(mode=self.mode, n=self.items, max_tokens=self.max_tokens, multiline=self.multiline)
+
+    @property
+    def fusion_weights(self) -> FusionWeights | None:
+        """The λ of each fusion model, or None when fusion is off (or weighs nothing)."""
+        if not self.fusion or self.fusion_weight == 0:
+            return None
+        tuned = FusionWeights()
+        return FusionWeights(ngram=tuned.ngram * self.fusion_weight, identifiers=tuned.identifiers * self.fusion_weight)
+
+    @property
+    def workspace_limits(self) -> WorkspaceLimits | None:
+        """What one walk of the workspace folders may read, or None when no folder is to be read."""
+        if not (self.fusion and self.workspace_indexing):
+            return None
+        return WorkspaceLimits(
+            max_file_bytes=self.workspace_max_file_bytes,
+            max_total_bytes=self.workspace_max_bytes,
+            max_files=self.workspace_max_files,
+        )
 
     def as_client_json(self) -> dict[str, Any]:
         names = {name: key for key, name in _KEYS.items()}
@@ -94,6 +137,9 @@ def _check(name: str, key: str, value: Any) -> str | None:
         return None if value in MODES else f"{key} must be one of {', '.join(MODES)} (got {value!r})"
     if name in _SWITCHES:
         return None if isinstance(value, bool) else f"{key} must be true or false (got {value!r})"
+    if name in _NUMBERS:
+        number = not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)
+        return None if number and value >= 0 else f"{key} must be a number of at least 0 (got {value!r})"
     minimum = _MINIMUM[name]
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         return f"{key} must be an integer of at least {minimum} (got {value!r})"

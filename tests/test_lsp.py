@@ -201,6 +201,8 @@ async def test_cancel_request_stops_the_work(client: LanguageClient):
     # another file: a cold prompt, nothing in the KV cache
     text, line, character = textwrap_case("self.fullbcount = None", "self.fullbco", source=difflib)
     open_document(client, uri, text)
+    # the worker counts the new document for fusion first: then `running` below means the model
+    await wait_for_status(client, lambda state: state.workspace.pending == 0, "the document counted", 30)
     before = await status(client)
     future = asyncio.ensure_future(
         client.protocol.send_request_async(

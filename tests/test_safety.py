@@ -1,4 +1,5 @@
-"""Safe by default: TCP on loopback only, no file read that the client did not name, no document text in logs.
+"""Safe by default: TCP on loopback only, no file read outside the workspace folders' text files
+(none with ``workspaceIndexing`` off), no document text in logs.
 
 The servers are real (`python -m lsp_server`, the default model); the file
 check runs the server under a Python audit hook that records every file it
@@ -29,7 +30,7 @@ SERVER = [sys.executable, "-m", "lsp_server"]
 SECRET = f"SECRET_{uuid.uuid4().hex}"
 """In the editor's copy of a document: it must not reach the log."""
 ON_DISK = f"ON_DISK_{uuid.uuid4().hex}"
-"""In the workspace's files on disk: the server must not read them."""
+"""In the workspace's files on disk: the server must not read them (with ``workspaceIndexing`` off) nor log them."""
 
 AUDITED_SERVER = """
 import sys
@@ -148,6 +149,8 @@ def workspace(tmp_path_factory) -> Path:
     (root / ".vscode").mkdir()
     (root / ".vscode" / "settings.json").write_text(f'{{"cpc.model": "{ON_DISK}"}}')
     (root / "pyproject.toml").write_text(f'[project]\nname = "{ON_DISK}"\n')
+    (root / ".gitignore").write_text("*.env\n")
+    (root / "secrets.env").write_text(f"TOKEN={ON_DISK}\n")
     return root
 
 
@@ -169,7 +172,7 @@ async def client(workspace: Path, server_files):
                 capabilities=client_capabilities("visual-studio-code"),
                 root_uri=root,
                 workspace_folders=[types.WorkspaceFolder(uri=root, name="project")],
-                initialization_options={"debounceMs": 0, "maxTokens": 4},
+                initialization_options={"debounceMs": 0, "maxTokens": 4, "workspaceIndexing": False},
             )
         )
         deadline = time.monotonic() + 120
@@ -260,3 +263,19 @@ async def test_log_documents_lets_the_log_show_them(client: LanguageClient, work
     await status(client)
     log = server_files["log"].read_text()
     assert debug_secret in log and SECRET not in log
+
+
+@module_loop
+async def test_workspace_indexing_reads_only_the_text_files_git_would_see(client: LanguageClient, workspace: Path, server_files):
+    client.workspace_did_change_configuration(types.DidChangeConfigurationParams(settings={"workspaceIndexing": True}))
+    deadline = time.monotonic() + 60
+    while (state := await status(client)).workspace.state != "ready":
+        assert time.monotonic() < deadline and state.workspace.state != "failed", state.workspace
+        await asyncio.sleep(0.1)
+    assert state.workspace.files == 5
+    opened = {path for path in server_files["opened"].read_text().splitlines() if path.startswith(str(workspace))}
+    expected = {".gitignore", "app.py", "other.py", "pyproject.toml", ".vscode/settings.json"}
+    assert opened == {str(workspace / name) for name in expected}  # never secrets.env: git ignores it
+    log = server_files["log"].read_text()
+    assert "workspace read: 5 files" in log and ON_DISK not in log
+    assert not [m.message for m in client.log_messages if ON_DISK in m.message]

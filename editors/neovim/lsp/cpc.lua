@@ -20,6 +20,9 @@ local options = {
   maxTokens = 48, -- most tokens generated per suggestion
   items = 1, -- suggestions per request (cycle with vim.lsp.inline_completion.select())
   debounceMs = 30, -- server-side debounce, on top of Neovim's own 200 ms
+  fusion = true, -- workspace fusion: the open buffers and the project's files score each token
+  fusionWeight = 1, -- scales both fusion weights (0: fusion changes nothing)
+  workspaceIndexing = true, -- read the workspace folder's files (git's ignores respected) for fusion
 }
 
 ---@type vim.lsp.Config

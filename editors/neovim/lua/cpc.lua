@@ -18,6 +18,9 @@ M.defaults = {
   maxTokens = 48, -- most tokens generated per suggestion
   items = 1, -- suggestions per request (cycle with vim.lsp.inline_completion.select())
   debounceMs = 30, -- server-side debounce, on top of Neovim's own 200 ms
+  fusion = true, -- workspace fusion: the open buffers and the project's files score each token
+  fusionWeight = 1, -- scales both fusion weights (0: fusion changes nothing)
+  workspaceIndexing = true, -- read the workspace folder's files (git's ignores respected) for fusion
 }
 
 --- Options of setup() that are about Neovim, not the server.
@@ -45,6 +48,12 @@ local types = {
   maxTokens = 'number',
   items = 'number',
   debounceMs = 'number',
+  fusion = 'boolean',
+  fusionWeight = 'number',
+  workspaceIndexing = 'boolean',
+  workspaceMaxBytes = 'number',
+  workspaceMaxFileBytes = 'number',
+  workspaceMaxFiles = 'number',
 }
 local modes = { cpc = true, heal = true, naive = true }
 

@@ -28,6 +28,12 @@ export interface InitializationOptions {
     items: number;
     debounceMs: number;
     logDocuments: boolean;
+    fusion: boolean;
+    fusionWeight: number;
+    workspaceIndexing: boolean;
+    workspaceMaxBytes: number;
+    workspaceMaxFileBytes: number;
+    workspaceMaxFiles: number;
 }
 
 /** Every setting of the extension, validated. */
@@ -47,6 +53,12 @@ export const DEFAULTS: Readonly<CpcSettings> = Object.freeze({
     items: 1,
     debounceMs: 30,
     logDocuments: false,
+    fusion: true,
+    fusionWeight: 1.0,
+    workspaceIndexing: true,
+    workspaceMaxBytes: 20_000_000,
+    workspaceMaxFileBytes: 512_000,
+    workspaceMaxFiles: 5000,
     serverPath: 'cpc-lsp',
     serverArgs: Object.freeze([]) as unknown as string[],
 });
@@ -63,6 +75,12 @@ export const INITIALIZATION_KEYS: readonly (keyof InitializationOptions)[] = [
     'items',
     'debounceMs',
     'logDocuments',
+    'fusion',
+    'fusionWeight',
+    'workspaceIndexing',
+    'workspaceMaxBytes',
+    'workspaceMaxFileBytes',
+    'workspaceMaxFiles',
 ];
 
 /** Settings that shape the command line: changing one restarts the server. */
@@ -97,6 +115,22 @@ export function toInteger(value: unknown, fallback: number, min: number): number
         return fallback;
     }
     return Math.max(min, Math.trunc(n));
+}
+
+/** A number >= min (fractions kept), or the fallback when the value is not a finite number. */
+export function toNumber(value: unknown, fallback: number, min: number): number {
+    let n: number;
+    if (typeof value === 'number') {
+        n = value;
+    } else if (typeof value === 'string' && value.trim() !== '') {
+        n = Number(value);
+    } else {
+        return fallback;
+    }
+    if (!Number.isFinite(n)) {
+        return fallback;
+    }
+    return Math.max(min, n);
 }
 
 function toBoolean(value: unknown, fallback: boolean): boolean {
@@ -168,7 +202,7 @@ export function resolveModel(model: string, ctx: PathContext = {}): string {
  * Read and validate every setting. Missing or ill-typed values fall back to
  * the defaults; integers are truncated and clamped (items >= 1,
  * maxTokens >= 1, threads >= 0, debounceMs >= 0, gpuLayers >= -1,
- * contextSize >= 512).
+ * contextSize >= 512, the workspace caps >= 0); fusionWeight is a number >= 0.
  */
 export function readSettings(source: SettingsSource | Record<string, unknown> | undefined, ctx: PathContext = {}): CpcSettings {
     const get = isSource(source)
@@ -185,6 +219,12 @@ export function readSettings(source: SettingsSource | Record<string, unknown> | 
         items: toInteger(get('items'), DEFAULTS.items, 1),
         debounceMs: toInteger(get('debounceMs'), DEFAULTS.debounceMs, 0),
         logDocuments: toBoolean(get('logDocuments'), DEFAULTS.logDocuments),
+        fusion: toBoolean(get('fusion'), DEFAULTS.fusion),
+        fusionWeight: toNumber(get('fusionWeight'), DEFAULTS.fusionWeight, 0),
+        workspaceIndexing: toBoolean(get('workspaceIndexing'), DEFAULTS.workspaceIndexing),
+        workspaceMaxBytes: toInteger(get('workspaceMaxBytes'), DEFAULTS.workspaceMaxBytes, 0),
+        workspaceMaxFileBytes: toInteger(get('workspaceMaxFileBytes'), DEFAULTS.workspaceMaxFileBytes, 0),
+        workspaceMaxFiles: toInteger(get('workspaceMaxFiles'), DEFAULTS.workspaceMaxFiles, 0),
         serverPath: expandPath(toNonEmptyString(get('serverPath'), DEFAULTS.serverPath), ctx),
         serverArgs: toStringArray(get('serverArgs')).map((arg) => expandPath(arg, ctx)),
     };
@@ -203,6 +243,12 @@ export function initializationOptions(settings: CpcSettings): InitializationOpti
         items: settings.items,
         debounceMs: settings.debounceMs,
         logDocuments: settings.logDocuments,
+        fusion: settings.fusion,
+        fusionWeight: settings.fusionWeight,
+        workspaceIndexing: settings.workspaceIndexing,
+        workspaceMaxBytes: settings.workspaceMaxBytes,
+        workspaceMaxFileBytes: settings.workspaceMaxFileBytes,
+        workspaceMaxFiles: settings.workspaceMaxFiles,
     };
 }
 

@@ -28,6 +28,8 @@ const settings: Record<string, unknown> = {
     items: 0,
     debounceMs: 5,
     logDocuments: true,
+    fusionWeight: -2,
+    workspaceMaxFiles: 100,
 };
 
 const { commands, providers, channels, errors, changeConfiguration } = installVscodeStub(settings);
@@ -99,6 +101,12 @@ describe('extension (stub vscode, fake server)', () => {
             items: 1,
             debounceMs: 5,
             logDocuments: true,
+            fusion: true,
+            fusionWeight: 0,
+            workspaceIndexing: true,
+            workspaceMaxBytes: 20000000,
+            workspaceMaxFileBytes: 512000,
+            workspaceMaxFiles: 100,
         });
         assert.deepEqual(initialize.params.capabilities.textDocument.inlineCompletion, { dynamicRegistration: true });
     });

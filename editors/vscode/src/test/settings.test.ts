@@ -46,6 +46,12 @@ describe('readSettings defaults', () => {
             items: 1,
             debounceMs: 30,
             logDocuments: false,
+            fusion: true,
+            fusionWeight: 1,
+            workspaceIndexing: true,
+            workspaceMaxBytes: 20000000,
+            workspaceMaxFileBytes: 512000,
+            workspaceMaxFiles: 5000,
             serverPath: 'cpc-lsp',
             serverArgs: [],
         });
@@ -70,6 +76,12 @@ describe('readSettings defaults', () => {
                 items: 3,
                 debounceMs: 0,
                 logDocuments: true,
+                fusion: false,
+                fusionWeight: 0.5,
+                workspaceIndexing: false,
+                workspaceMaxBytes: 1000,
+                workspaceMaxFileBytes: 100,
+                workspaceMaxFiles: 10,
                 serverPath: '/opt/cpc/bin/cpc-lsp',
                 serverArgs: ['--log-file', '/tmp/x.log'],
             }),
@@ -85,6 +97,12 @@ describe('readSettings defaults', () => {
             items: 3,
             debounceMs: 0,
             logDocuments: true,
+            fusion: false,
+            fusionWeight: 0.5,
+            workspaceIndexing: false,
+            workspaceMaxBytes: 1000,
+            workspaceMaxFileBytes: 100,
+            workspaceMaxFiles: 10,
             serverPath: '/opt/cpc/bin/cpc-lsp',
             serverArgs: ['--log-file', '/tmp/x.log'],
         });
@@ -143,6 +161,16 @@ describe('validation', () => {
         assert.equal(readSettings({ contextSize: false }).contextSize, 1536);
         assert.equal(toInteger('', 5, 0), 5);
         assert.equal(toInteger(true, 5, 0), 5);
+    });
+
+    it('keeps fractions of fusionWeight, clamps it to at least 0, falls back for non-numbers', () => {
+        assert.equal(readSettings({ fusionWeight: 0.25 }).fusionWeight, 0.25);
+        assert.equal(readSettings({ fusionWeight: '2.5' }).fusionWeight, 2.5);
+        assert.equal(readSettings({ fusionWeight: -1 }).fusionWeight, 0);
+        assert.equal(readSettings({ fusionWeight: 'much' }).fusionWeight, 1);
+        assert.equal(readSettings({ fusionWeight: NaN }).fusionWeight, 1);
+        assert.equal(readSettings({ workspaceMaxFiles: 12.7 }).workspaceMaxFiles, 12);
+        assert.equal(readSettings({ fusion: 'false', workspaceIndexing: 'false' }).fusion, false);
     });
 
     it('accepts only known modes, case-insensitively', () => {
@@ -231,6 +259,12 @@ describe('initializationOptions', () => {
             'items',
             'debounceMs',
             'logDocuments',
+            'fusion',
+            'fusionWeight',
+            'workspaceIndexing',
+            'workspaceMaxBytes',
+            'workspaceMaxFileBytes',
+            'workspaceMaxFiles',
         ]);
         assert.deepEqual(Object.keys(opts), [...INITIALIZATION_KEYS]);
         for (const key of Object.keys(opts)) {
@@ -263,6 +297,12 @@ describe('initializationOptions', () => {
             items: 1,
             debounceMs: 30,
             logDocuments: true,
+            fusion: true,
+            fusionWeight: 1,
+            workspaceIndexing: true,
+            workspaceMaxBytes: 20000000,
+            workspaceMaxFileBytes: 512000,
+            workspaceMaxFiles: 5000,
         });
         assert.equal('serverPath' in opts, false);
         assert.equal('serverArgs' in opts, false);
@@ -361,8 +401,13 @@ describe('package.json agrees with the module', () => {
     });
 
     it('uses integer types for the integer settings and the mode enum', () => {
-        for (const key of ['gpuLayers', 'threads', 'contextSize', 'maxTokens', 'items', 'debounceMs']) {
+        for (const key of ['gpuLayers', 'threads', 'contextSize', 'maxTokens', 'items', 'debounceMs',
+            'workspaceMaxBytes', 'workspaceMaxFileBytes', 'workspaceMaxFiles']) {
             assert.equal(properties[`cpc.${key}`].type, 'integer', key);
+        }
+        assert.equal(properties['cpc.fusionWeight'].type, 'number');
+        for (const key of ['fusion', 'workspaceIndexing']) {
+            assert.equal(properties[`cpc.${key}`].type, 'boolean', key);
         }
         assert.deepEqual(properties['cpc.mode'].enum, [...MODES]);
         assert.equal(properties['cpc.multiline'].type, 'boolean');
@@ -371,7 +416,10 @@ describe('package.json agrees with the module', () => {
     });
 
     it('declares the same minimum for each integer setting as the module clamps to', () => {
-        const minimums: Record<string, number> = { gpuLayers: -1, threads: 0, contextSize: 512, maxTokens: 1, items: 1, debounceMs: 0 };
+        const minimums: Record<string, number> = {
+            gpuLayers: -1, threads: 0, contextSize: 512, maxTokens: 1, items: 1, debounceMs: 0,
+            fusionWeight: 0, workspaceMaxBytes: 0, workspaceMaxFileBytes: 0, workspaceMaxFiles: 0,
+        };
         for (const [key, minimum] of Object.entries(minimums)) {
             assert.equal(properties[`cpc.${key}`].minimum, minimum, `minimum of cpc.${key}`);
             const clamped = (readSettings({ [key]: -100000 }) as unknown as Record<string, unknown>)[key];
