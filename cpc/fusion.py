@@ -45,6 +45,7 @@ from cpc.ngram import DocumentCounts, FileCounts, Line, Merged, NGramModel, With
 
 if TYPE_CHECKING:
     from cpc.engine import Engine
+    from cpc.tokenizer import Tokenizer
 
 __all__ = ["Fusion", "FusionWeights", "WorkspaceModel"]
 
@@ -145,11 +146,13 @@ class WorkspaceModel:
     thread (the one that runs generation); files may be added from another.
     """
 
-    def __init__(self, engine: Engine, *, order: int = 5) -> None:
-        self.tokenizer = engine.tokenizer
-        self.vocabulary_size = len(engine.vocab)
+    def __init__(self, engine: Engine | Tokenizer, *, order: int = 5) -> None:
+        """Count in the token ids of ``engine``'s tokenizer (or of a `cpc.tokenizer.Tokenizer` itself)."""
+        tokenizer: Tokenizer = getattr(engine, "tokenizer", engine)
+        self.tokenizer = tokenizer
+        self.vocabulary_size = len(tokenizer.vocab)
         self.order = order
-        self.shapes = TokenShapes(engine.vocab.pieces)
+        self.shapes = TokenShapes.of(tokenizer.vocab)
         self.names = NameCounts(self.shapes)
         self.files = FileCounts(order)
         self.documents: dict[str, _Document] = {}

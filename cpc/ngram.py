@@ -135,7 +135,15 @@ class DocumentCounts:
             return Counter()
         before = _last_tokens(self.lines[:line], self.order - 1)
         after = _first_tokens(self.lines[line + 1 :], self.order - 1)
-        return Counter(ngrams(before + list(self.lines[line]) + after, len(before), self.order))
+        sequence = before + list(self.lines[line]) + after
+        end = len(before) + len(self.lines[line])
+        found: Counter[tuple[Context, int]] = Counter()
+        for position in range(len(before), len(sequence)):
+            # After the line, only the n-grams whose context reaches back into it.
+            shortest = position - end + 1 if position >= end else 0
+            for length in range(shortest, min(self.order - 1, position) + 1):
+                found[tuple(sequence[position - length : position]), sequence[position]] += 1
+        return found
 
 
 class WithoutLine:
@@ -286,7 +294,7 @@ def _last_tokens(lines: Sequence[Line], count: int) -> list[int]:
         if len(found) >= count:
             break
         found[:0] = line
-    return found[len(found) - count :] if count else []
+    return found[max(0, len(found) - count) :] if count else []
 
 
 def _first_tokens(lines: Sequence[Line], count: int) -> list[int]:
