@@ -17,16 +17,16 @@ shape — `init_states`, `advance(states) -> (scores[n, V], next_states)`,
 `final(states)`.
 
     >>> from cpc.engine import Engine
+    >>> from cpc.generate import Options, generate
     >>> engine = Engine.load("smollm2")
     >>> workspace = WorkspaceModel(engine)
     >>> workspace.add_file("lib.py", "def compute_weighted_checksum(data):\\n    return 0\\n")
     >>> workspace.commit()
-    >>> fusion = workspace.fusion(None)
-    >>> scores, states = fusion.init_states((), b"x = compute_wei", [((), b"")])
-    >>> rows, next_states = fusion.advance(states)
-    >>> piece = engine.vocab.pieces[int(rows[0].argmax())]
-    >>> b"compute_weighted_checksum".startswith(b"compute_wei" + piece)
-    True
+    >>> prefix = "from lib import *\\nx = compute_wei"
+    >>> generate(engine, prefix, options=Options(max_tokens=8)).completions[0].text
+    'ghted_average(10, 1'
+    >>> generate(engine, prefix, options=Options(max_tokens=16), fusion=workspace.fusion(None)).completions[0].text
+    'ghted_checksum(data)'
 """
 
 from __future__ import annotations
