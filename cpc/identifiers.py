@@ -141,7 +141,9 @@ class NameCounts:
     def __init__(self, shapes: TokenShapes) -> None:
         self.shapes = shapes
         self.counts: Counter[bytes] = Counter()
-        self.sorted: list[bytes] = []
+        self._sorted: list[bytes] = []
+        self._unsorted: set[bytes] = set()
+        """New names not yet in ``_sorted``: a workspace of files adds hundreds of thousands, sorted once."""
         self.starts = np.zeros(len(shapes), dtype=np.int32)
         """``starts[t]``: the names that token ``t``'s trailing identifier bytes are a prefix of."""
         self.lock = threading.Lock()
@@ -152,7 +154,7 @@ class NameCounts:
                 if count <= 0:
                     continue
                 if not self.counts[name]:
-                    self.sorted.insert(bisect_left(self.sorted, name), name)
+                    self._unsorted.add(name)
                     self._mark(name, +1)
                 self.counts[name] += count
 
@@ -166,8 +168,22 @@ class NameCounts:
                     self.counts[name] = left
                     continue
                 del self.counts[name]
-                del self.sorted[bisect_left(self.sorted, name)]
+                if name in self._unsorted:
+                    self._unsorted.discard(name)
+                else:
+                    del self._sorted[bisect_left(self._sorted, name)]
                 self._mark(name, -1)
+
+    @property
+    def sorted(self) -> list[bytes]:
+        """Every name, in byte order (call with ``lock`` held)."""
+        if len(self._unsorted) > 64:
+            self._sorted = sorted(self.counts)
+        else:
+            for name in self._unsorted:
+                self._sorted.insert(bisect_left(self._sorted, name), name)
+        self._unsorted.clear()
+        return self._sorted
 
     def _mark(self, name: bytes, sign: int) -> None:
         _mark(self.starts, self.shapes, name, sign)
