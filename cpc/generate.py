@@ -23,6 +23,11 @@ repeats what follows it). Models with fill-in-the-middle tokens get a FIM
 prompt: the stable prefix in the FIM prefix, the suffix after FIM-suffix,
 and the unstable tail conditioned right after FIM-middle.
 
+With a `cpc.fusion.Fusion`, every choice — the first token among the
+covering paths and each continuation — is made on ``log P_LM + λ·score``
+of the workspace's fusion models, in every mode; with every λ at 0 the
+completions are exactly those without fusion.
+
     >>> from cpc.engine import Engine
     >>> engine = Engine.load("smollm2")
     >>> generation = generate(engine, "import numpy as np\\nx = np.zer", options=Options(max_tokens=4))
@@ -46,6 +51,7 @@ from cpc.lm import Cancelled, State
 
 if TYPE_CHECKING:
     from cpc.engine import Engine
+    from cpc.fusion import Fusion, FusionState
 
 __all__ = ["MODES", "Cancelled", "Completion", "Generation", "Options", "StopRules", "generate", "prompt_frame"]
 
@@ -82,7 +88,7 @@ class Completion:
 
     text: str
     logprob: float
-    """``log P(tokens | prompt)`` minus, for ``cpc``, ``log P(typed tail | prompt)``."""
+    """``log P(tokens | prompt)`` minus, for ``cpc``, ``log P(typed tail | prompt)``; with fusion, plus ``λ·score``."""
     typed: bytes
     """The typed bytes that ``tokens`` re-read before the completion (``cpc`` tail, healed token)."""
     tokens: State
@@ -111,6 +117,8 @@ class _Start:
     """Bytes after the typed ones that the start already holds (a path's overhang)."""
     allowed: tuple[int, int] | None = None
     """Index range the first generated token must lie in (token healing)."""
+    path: State = ()
+    """The tokens after the prompt that re-read the typed tail (``cpc``)."""
 
 
 @dataclass
@@ -125,6 +133,7 @@ class _Stream:
     text: str = ""
     done: bool = False
     generated: int = 0
+    fusion_state: FusionState | None = None
 
 
 @dataclass(frozen=True)
@@ -190,33 +199,36 @@ def generate(
     suffix: str = "",
     options: Options = Options(),
     cancelled: Callable[[], bool] | None = None,
+    fusion: Fusion | None = None,
 ) -> Generation:
     """Complete the text between ``prefix`` (before the cursor) and ``suffix`` (after it).
 
     ``cancelled`` is polled before each model evaluation (and between the
     batches of a long prompt); when it returns True the work stops with
-    `cpc.lm.Cancelled`, and every cache stays usable.
+    `cpc.lm.Cancelled`, and every cache stays usable. ``fusion`` adds the
+    workspace's fusion scores to every choice.
     """
     engine.lm.interrupt = cancelled
     try:
-        return _generate(engine, prefix, suffix, options)
+        return _generate(engine, prefix, suffix, options, fusion)
     finally:
         engine.lm.interrupt = None
 
 
-def _generate(engine: Engine, prefix: str, suffix: str, options: Options) -> Generation:
+def _generate(engine: Engine, prefix: str, suffix: str, options: Options, fusion: Fusion | None) -> Generation:
     started = time.perf_counter()
     calls = engine.lm.stats.calls
     head, middle = prompt_frame(engine, suffix, options)
     prompt, starts = _starts(engine, prefix, head, middle, options)
-    streams = _first_tokens(engine, starts, options, len(prompt))
+    fused = _Fused(fusion, prompt[: len(prompt) - len(middle)], prefix.encode("utf-8")) if fusion else None
+    streams = _first_tokens(engine, starts, options, len(prompt), fused)
     rules = StopRules.around(prefix, suffix, multiline=options.multiline)
     for stream in streams:
         if stream.done:
-            _finish(stream, rules)
+            _finish(stream, rules, fusion)
         else:
-            _settle(stream, rules)
-    _continue(engine, streams, rules, options)
+            _settle(stream, rules, fusion)
+    _continue(engine, streams, rules, options, fusion)
     completions = _distinct(streams, options.n, rules)
     return Generation(
         completions=completions,
@@ -250,8 +262,12 @@ def _starts(
     if options.mode == "cpc":
         conditioning = engine.conditioner.condition(prefix, head=head, middle=middle)
         best = conditioning.paths[: max(options.lookahead_paths, options.n)]
-        return conditioning.prompt, [
-            _Start(path.tokens, path.logprob - conditioning.logprob, conditioning.tail, path.overhang)
+        prompt = conditioning.prompt
+        return prompt, [
+            _Start(
+                path.tokens, path.logprob - conditioning.logprob, conditioning.tail, path.overhang,
+                path=path.tokens[len(prompt) :],
+            )
             for path in best
         ]
     tokens = prompt_window(engine.tokenizer.encode(prefix.encode("utf-8")), engine.conditioner.max_prompt_tokens)
@@ -263,39 +279,76 @@ def _starts(
     return prompt, [_Start(prompt, 0.0)]
 
 
-def _first_tokens(engine: Engine, starts: list[_Start], options: Options, prompt_length: int) -> list[_Stream]:
+@dataclass
+class _Fused:
+    """Fusion for one request: the tokens and bytes before the cursor's tail, where its states start."""
+
+    fusion: Fusion
+    context: State
+    text: bytes
+
+    def starts(self, starts: list[_Start]) -> tuple[np.ndarray, list[FusionState]]:
+        """Each start's own fusion score (its path and overhang), and its state."""
+        text = [self.text[: len(self.text) - len(s.typed)] if s.allowed else self.text for s in starts]
+        scores, states = [], []
+        for start, before in zip(starts, text):
+            score, (state,) = self.fusion.init_states(self.context, before, [(start.path, start.shown)])
+            scores.append(float(score[0]))
+            states.append(state)
+        return np.asarray(scores), states
+
+
+def _first_tokens(
+    engine: Engine, starts: list[_Start], options: Options, prompt_length: int, fused: _Fused | None = None
+) -> list[_Stream]:
     """The ``n`` best (start, first token) pairs, distinct in their bytes, as streams.
 
     The starts' snapshots are fetched in one batched call (``cpc`` paths that
-    end at the cursor were fetched by the conditioning already).
+    end at the cursor were fetched by the conditioning already). With
+    fusion, each pair is ranked on its fused score.
     """
     index = engine.index
     pieces = engine.vocab.pieces
     snapshots = engine.beam.snapshots.get_many([start.tokens for start in starts])
-    options_by_bytes: dict[bytes, tuple[float, _Start, int | None]] = {}
-    for start, snapshot in zip(starts, snapshots):
+    if fused is not None:
+        start_scores, states = fused.starts(starts)
+        rows, next_states = fused.fusion.advance(states)
+        ends = fused.fusion.final(states)
+    options_by_bytes: dict[bytes, tuple[float, _Start, int | None, FusionState | None]] = {}
+    for number, (start, snapshot) in enumerate(zip(starts, snapshots)):
         lo, hi = start.allowed or (0, len(index))
         probs = snapshot.probs[lo:hi]
         total = float(probs.sum()) + (snapshot.eos if start.allowed is None else 0.0)
         if total <= 0:
             continue
-        top = _best(probs, options.n)
-        choices: list[tuple[float, int | None]] = [(float(probs[k]), int(index.order[lo + k])) for k in top]
+        bonus = np.zeros(0)
+        if fused is None:
+            top = _best(probs, options.n)
+        else:
+            bonus = rows[number][index.order[lo:hi]].astype(np.float64) + start_scores[number]
+            with np.errstate(divide="ignore"):
+                top = _best(np.log(probs) + bonus, options.n)
+        choices: list[tuple[float, float, int | None]] = [
+            (float(probs[k]), float(bonus[k]) if len(bonus) else 0.0, int(index.order[lo + k])) for k in top
+        ]
         if start.allowed is None:
-            choices.append((snapshot.eos, None))
-        for probability, token in choices:
+            end_bonus = float(ends[number]) + start_scores[number] if fused is not None else 0.0
+            choices.append((snapshot.eos, end_bonus, None))
+        for probability, fusion_score, token in choices:
             if probability <= 0:
                 continue
             data = start.shown + (pieces[token] if token is not None else b"")
-            logprob = start.logprob + math.log(probability / total)
+            logprob = start.logprob + math.log(probability / total) + fusion_score
             known = options_by_bytes.get(data)
             if known is None or known[0] < logprob:
-                options_by_bytes[data] = (logprob, start, token)
+                state = next_states[number, token] if fused is not None and token is not None else None
+                options_by_bytes[data] = (logprob, start, token, state)
     best = sorted(options_by_bytes.values(), key=lambda choice: choice[0], reverse=True)[: options.n]
     streams = []
-    for logprob, start, token in best:
+    for logprob, start, token, state in best:
         detok = Detokenizer(engine.vocab, context=start.typed)
         stream = _Stream(start.tokens, prompt_length, start.typed, logprob, detok, detok.push_bytes(start.shown))
+        stream.fusion_state = state
         if token is None:
             stream.done = True
         else:
@@ -316,8 +369,10 @@ def _best(probs: np.ndarray, n: int) -> np.ndarray:
     return top[np.argsort(-probs[top])]
 
 
-def _continue(engine: Engine, streams: list[_Stream], rules: StopRules, options: Options) -> None:
-    """Greedy decoding of every unfinished stream, one batched model call per step."""
+def _continue(
+    engine: Engine, streams: list[_Stream], rules: StopRules, options: Options, fusion: Fusion | None = None
+) -> None:
+    """Greedy decoding of every unfinished stream, one batched model call per step (on fused scores with fusion)."""
     banned = engine.vocab.special.copy()
     eos_ids = sorted(engine.vocab.eos_ids)
     banned[eos_ids] = False
@@ -331,26 +386,31 @@ def _continue(engine: Engine, streams: list[_Stream], rules: StopRules, options:
             return
         if time.perf_counter() > deadline:
             for stream in live:
-                _finish(stream, rules)
+                _finish(stream, rules, fusion)
             return
         rows = engine.lm.next_logprobs([s.tokens for s in live])
+        if fusion is not None:
+            scores, next_states = fusion.advance([s.fusion_state for s in live])
+            rows = rows + scores
         rows[:, banned] = -np.inf
         chosen = rows.argmax(axis=1)
-        for stream, row, token in zip(live, rows, chosen.tolist()):
+        for number, (stream, row, token) in enumerate(zip(live, rows, chosen.tolist())):
             stream.logprob += float(row[token])
             if is_eos[token]:
-                _finish(stream, rules)
+                _finish(stream, rules, fusion)
                 continue
+            if fusion is not None:
+                stream.fusion_state = next_states[number, token]
             stream.tokens += (token,)
             stream.generated += 1
             stream.text += stream.detok.push(token)
             if stream.generated >= options.max_tokens or len(stream.tokens) >= room:
-                _finish(stream, rules)
+                _finish(stream, rules, fusion)
             else:
-                _settle(stream, rules)
+                _settle(stream, rules, fusion)
 
 
-def _settle(stream: _Stream, rules: StopRules) -> None:
+def _settle(stream: _Stream, rules: StopRules, fusion: Fusion | None = None) -> None:
     """Apply the stop rules to the text so far.
 
     Bytes that are not UTF-8 end the completion: an editor gets whole
@@ -359,18 +419,25 @@ def _settle(stream: _Stream, rules: StopRules) -> None:
     broken = stream.text.find("\ufffd")
     if broken >= 0:
         stream.text = stream.text[:broken]
-        _finish(stream, rules)
+        _finish(stream, rules, fusion)
         return
     final = rules.cut(stream.text)
     if final is not None:
         stream.text = final
-        stream.done = True
+        _end(stream, fusion)
 
 
-def _finish(stream: _Stream, rules: StopRules) -> None:
+def _finish(stream: _Stream, rules: StopRules, fusion: Fusion | None = None) -> None:
     """End the stream: an unfinished last character is dropped, the stop rules cut and trim."""
     final = rules.cut(stream.text)
     stream.text = final if final is not None else rules.trim(stream.text)
+    _end(stream, fusion)
+
+
+def _end(stream: _Stream, fusion: Fusion | None) -> None:
+    """Mark the stream done; fusion settles its end-of-text score (a name left unfinished gives its bonus back)."""
+    if fusion is not None and stream.fusion_state is not None and not stream.done:
+        stream.logprob += float(fusion.final([stream.fusion_state])[0])
     stream.done = True
 
 

@@ -1,0 +1,262 @@
+"""Shallow fusion (seed 004): the workspace's own code in the decoder, at no prompt cost.
+
+Generation adds ``λ · score`` to the model's log-probabilities wherever it
+chooses a token — the first token among the covering paths, and every
+continuation step — for two fusion models over the scoring model's token ids:
+
+- `cpc.ngram.NGramModel`: the nested-scope token n-gram cache (the current
+  document, the other open documents, the workspace files);
+- `cpc.identifiers.IdentifierModel`: the workspace's names, with a bonus for
+  spelling one and a refund for starting one that is not finished.
+
+`WorkspaceModel` owns what they count: open documents (updated edit by edit,
+re-counting only changed lines) and workspace files (added as they are read,
+made visible by `WorkspaceModel.commit`). `WorkspaceModel.fusion` takes a
+snapshot for one request: a `Fusion`, in seed 004's batched, stateful
+shape — `init_states`, `advance(states) -> (scores[n, V], next_states)`,
+`final(states)`.
+
+    >>> from cpc.engine import Engine
+    >>> engine = Engine.load("smollm2")
+    >>> workspace = WorkspaceModel(engine)
+    >>> workspace.add_file("lib.py", "def compute_weighted_checksum(data):\\n    return 0\\n")
+    >>> workspace.commit()
+    >>> fusion = workspace.fusion(None)
+    >>> scores, states = fusion.init_states((), b"x = compute_wei", [((), b"")])
+    >>> rows, next_states = fusion.advance(states)
+    >>> piece = engine.vocab.pieces[int(rows[0].argmax())]
+    >>> b"compute_weighted_checksum".startswith(b"compute_wei" + piece)
+    True
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from cpc.identifiers import IdentifierModel, NameCounts, TokenShapes, names_in
+from cpc.lm import State
+from cpc.ngram import DocumentCounts, FileCounts, Line, Merged, NGramModel, WithoutLine
+
+if TYPE_CHECKING:
+    from cpc.engine import Engine
+    from cpc.tokenizer import Tokenizer
+
+__all__ = ["Fusion", "FusionWeights", "WorkspaceModel"]
+
+SCOPE_WEIGHTS = (0.5, 0.2, 0.3)
+"""The n-gram cache's mixture over (current document, other open documents, workspace files): most local first."""
+
+_WORD_CONTEXT_TOKENS = 16
+
+
+@dataclass(frozen=True)
+class FusionWeights:
+    """λ per fusion model (tuned with ``cpc bench --workspace`` on the development set)."""
+
+    ngram: float = 0.3
+    identifiers: float = 1.0
+
+    @classmethod
+    def off(cls) -> FusionWeights:
+        return cls(0.0, 0.0)
+
+
+FusionState = tuple[tuple[int, ...], tuple[bytes | None, float]]
+"""(n-gram context, identifier state)."""
+
+
+class NextStates:
+    """``next_states[i, token]``: the state stream ``i`` reaches by emitting ``token`` (computed when asked)."""
+
+    def __init__(self, fusion: Fusion, states: Sequence[FusionState]) -> None:
+        self._fusion = fusion
+        self._states = states
+
+    def __getitem__(self, key: tuple[int, int]) -> FusionState:
+        row, token = key
+        context, word = self._states[row]
+        return self._fusion.ngram.next_state(context, token), self._fusion.identifiers.next_state(word, token)
+
+
+class Fusion:
+    """The fusion models of one request, weighted, over a snapshot of the workspace."""
+
+    def __init__(self, ngram: NGramModel, identifiers: IdentifierModel, weights: FusionWeights) -> None:
+        self.ngram = ngram
+        self.identifiers = identifiers
+        self.weights = weights
+
+    def init_states(
+        self, context: State, text: bytes, starts: Sequence[tuple[State, bytes]]
+    ) -> tuple[np.ndarray, list[FusionState]]:
+        """States of the streams generation starts from, and what their start already scores.
+
+        ``context`` is the tokens before the cursor's unstable tail, ``text``
+        the bytes before the cursor; each start is ``(path, overhang)``: the
+        tokens that re-read the tail (``cpc``), and the bytes of them past
+        the cursor. The path's tokens are scored by the n-gram model, the
+        overhang by the identifier model (typed bytes earn nothing).
+        """
+        scores = np.zeros(len(starts))
+        states: list[FusionState] = []
+        (origin,) = self.ngram.init_states([context])
+        for number, (path, overhang) in enumerate(starts):
+            state = origin
+            for token in path:
+                scores[number] += self.weights.ngram * float(self.ngram.row(state)[token]) if self.weights.ngram else 0.0
+                state = self.ngram.next_state(state, token)
+            word_score, word = self.identifiers.start(text, overhang)
+            scores[number] += self.weights.identifiers * word_score
+            states.append((state, word))
+        return scores, states
+
+    def advance(self, states: Sequence[FusionState]) -> tuple[np.ndarray, NextStates]:
+        """``λ_ngram · ngram + λ_identifiers · identifiers`` for every token after each state: ``[n, V]``."""
+        scores = np.zeros((len(states), self.ngram.size), dtype=np.float32)
+        if self.weights.ngram:
+            scores += np.float32(self.weights.ngram) * self.ngram.advance([context for context, _ in states])
+        if self.weights.identifiers:
+            scores += np.float32(self.weights.identifiers) * self.identifiers.advance([word for _, word in states])
+        return scores, NextStates(self, states)
+
+    def final(self, states: Sequence[FusionState]) -> np.ndarray:
+        """The end-of-text score of each state (a word left unfinished gives its bonus back)."""
+        return self.weights.identifiers * self.identifiers.final([word for _, word in states])
+
+
+@dataclass
+class _Document:
+    texts: list[str]
+    counts: DocumentCounts
+    names: Counter[bytes]
+
+
+class WorkspaceModel:
+    """What fusion knows of the workspace, counted in one engine's token ids.
+
+    Open documents change edit by edit (`update_document`); workspace files
+    are added as they are read (`add_file`) and become visible to the n-gram
+    model at `commit`. Call the document methods and `fusion` from one
+    thread (the one that runs generation); files may be added from another.
+    """
+
+    def __init__(self, engine: Engine | Tokenizer, *, order: int = 5) -> None:
+        """Count in the token ids of ``engine``'s tokenizer (or of a `cpc.tokenizer.Tokenizer` itself)."""
+        tokenizer: Tokenizer = getattr(engine, "tokenizer", engine)
+        self.tokenizer = tokenizer
+        self.vocabulary_size = len(tokenizer.vocab)
+        self.order = order
+        self.shapes = TokenShapes.of(tokenizer.vocab)
+        self.names = NameCounts(self.shapes)
+        self.files = FileCounts(order)
+        self.documents: dict[str, _Document] = {}
+        self._file_names: dict[str, Counter[bytes]] = {}
+        self._file_bytes: dict[str, int] = {}
+        self._lock = threading.RLock()
+
+    def add_file(self, path: str, text: str) -> None:
+        """Count a workspace file (again, if it was counted before)."""
+        data = text.encode("utf-8", errors="replace")
+        tokens = [token for line in self._tokenize(_lines(text)) for token in line]
+        names = names_in(data)
+        with self._lock:
+            self.remove_file(path)
+            self.files.add(path, tokens)
+            self._file_names[path] = names
+            self._file_bytes[path] = len(data)
+            self.names.add(names)
+
+    def remove_file(self, path: str) -> None:
+        with self._lock:
+            self.files.remove(path)
+            self.names.remove(self._file_names.pop(path, Counter()))
+            self._file_bytes.pop(path, None)
+
+    def commit(self) -> None:
+        """Make the files added so far visible to the n-gram model (seconds for tens of megabytes)."""
+        self.files.commit()
+
+    def update_document(self, key: str, text: str) -> None:
+        """An open document's new text: only the lines that changed are tokenized and counted again."""
+        lines = _lines(text)
+        document = self.documents.get(key)
+        if document is None:
+            document = self.documents[key] = _Document([], DocumentCounts(self.order), Counter())
+        old = document.texts
+        limit = min(len(old), len(lines))
+        head = 0
+        while head < limit and old[head] == lines[head]:
+            head += 1
+        tail = 0
+        while tail < limit - head and old[-1 - tail] == lines[-1 - tail]:
+            tail += 1
+        removed = old[head : len(old) - tail]
+        added = lines[head : len(lines) - tail]
+        kept = document.counts.lines
+        document.counts.update(kept[:head] + self._tokenize(added) + kept[len(kept) - tail :])
+        document.texts = lines
+        gone = names_in("".join(removed).encode("utf-8", errors="replace"))
+        new = names_in("".join(added).encode("utf-8", errors="replace"))
+        document.names.subtract(gone)
+        document.names.update(new)
+        document.names = +document.names
+        self.names.remove(gone)
+        self.names.add(new)
+
+    def close_document(self, key: str) -> None:
+        document = self.documents.pop(key, None)
+        if document is not None:
+            self.names.remove(document.names)
+
+    def fusion(self, current: str | None, weights: FusionWeights = FusionWeights(), cursor_line: int | None = None) -> Fusion:
+        """The fusion models for a request in document ``current`` with the cursor on ``cursor_line``.
+
+        The cursor's line is left out of the counts: the half-typed line is
+        not evidence of what the workspace holds.
+        """
+        document = self.documents.get(current) if current is not None else None
+        others = [d.counts for key, d in self.documents.items() if key != current]
+        scopes = [
+            (WithoutLine(document.counts, cursor_line) if document else Merged([]), SCOPE_WEIGHTS[0]),
+            (Merged(others), SCOPE_WEIGHTS[1]),
+            (self.files, SCOPE_WEIGHTS[2]),
+        ]
+        left_out: Counter[bytes] = Counter()
+        if document is not None and cursor_line is not None and 0 <= cursor_line < len(document.texts):
+            left_out = names_in(document.texts[cursor_line].encode("utf-8", errors="replace"))
+        return Fusion(
+            NGramModel(scopes, self.vocabulary_size, self.order),
+            IdentifierModel(self.names, left_out),
+            weights,
+        )
+
+    def stats(self) -> dict:
+        """Sizes for ``cpc/status``: files, bytes, tokens, open documents, distinct names, memory."""
+        document_tokens = sum(d.counts.tokens for d in self.documents.values())
+        return {
+            "files": self.files.files,
+            "bytes": sum(self._file_bytes.values()),
+            "tokens": self.files.tokens + document_tokens,
+            "documents": len(self.documents),
+            "identifiers": len(self.names),
+            "memory_bytes": self.files.nbytes + self.names.starts.nbytes + 120 * sum(
+                len(d.counts.counts) for d in self.documents.values()
+            ),
+        }
+
+    def _tokenize(self, lines: Sequence[str]) -> list[Line]:
+        encode = self.tokenizer.encode
+        return [tuple(encode(line.encode("utf-8", errors="replace"))) for line in lines]
+
+
+def _lines(text: str) -> list[str]:
+    """The lines of ``text``, each with its ``\\n`` (the unit the counts are kept in)."""
+    lines = text.split("\n")
+    last = lines.pop()
+    return [line + "\n" for line in lines] + ([last] if last else [])

@@ -1,0 +1,372 @@
+"""The token n-gram cache model: what the workspace says comes next, in the scoring model's token ids.
+
+A cache language model for code (Tu et al. 2014; Hellendoorn & Devanbu
+2017): n-gram counts over the project's own text, nested by scope — the
+document being completed, the other open documents, the workspace files —
+the most local scope weighted highest. Each scope is an interpolated
+absolute-discount model (orders 1 to ``order``) that backs off to a uniform
+distribution over the vocabulary.
+
+Two count stores answer the same query, ``continuations(context)``:
+
+- `DocumentCounts`: an editor buffer, tokenized line by line, so an edit
+  re-counts only the changed lines and the n-grams that reach into them.
+- `FileCounts`: the workspace files, megabytes of them. Per-file token
+  arrays, merged by `FileCounts.commit` into sorted numpy arrays keyed by a
+  64-bit hash of each context: a query is two binary searches.
+
+`NGramModel` is a fusion model in `cpc.fusion`'s shape. Its state is the last
+``order - 1`` tokens, and its score for token ``t`` is ``log(1 + κ·P(t))``
+where ``P(t)`` is the probability the contexts give ``t`` — the part of the
+interpolated estimate that comes from contexts of length 1 and more, so a
+context the workspace never saw scores every token 0 (no evidence, no
+push). The score is bounded by ``log(1 + κ)``: log-probability ratios
+(``log P(t | context) - log P(t)``) reward rare tokens without bound, and
+in a small workspace that makes the decoder loop over any pair of tokens
+seen together once.
+
+    >>> counts = DocumentCounts(order=3)
+    >>> counts.update([(1, 2, 3), (1, 2, 4), (1, 2, 3)])
+    >>> counts.continuations((1, 2))
+    ({3: 2, 4: 1}, 3)
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+
+DISCOUNT = 0.5
+"""Absolute discount (Ney, Essen & Kneser 1994): each distinct continuation gives this much to the shorter context.
+
+Lower than the 0.75 of large corpora: a workspace cache sees most contexts once or twice."""
+
+SCALE = 10.0
+"""κ in ``log(1 + κ·P)``: the score is about ``κ·P`` for weak evidence and at most ``log(1 + κ)``."""
+
+Line = tuple[int, ...]
+"""The tokens of one line, its line break included."""
+Context = tuple[int, ...]
+
+_MASK = (1 << 64) - 1
+_MULTIPLIER = 0x9E3779B97F4A7C15
+_SEED = 0xCBF29CE484222325
+
+
+def ngrams(tokens: Sequence[int], first: int, order: int) -> Iterable[tuple[Context, int]]:
+    """Every (context, token) pair ending at positions ``first`` onwards, contexts of length 0 to ``order - 1``.
+
+    Tokens before ``first`` serve only as context.
+
+    >>> sorted(ngrams([7, 8, 9], 2, 3))
+    [((), 9), ((7, 8), 9), ((8,), 9)]
+    """
+    for position in range(first, len(tokens)):
+        token = tokens[position]
+        for length in range(min(order - 1, position) + 1):
+            yield tuple(tokens[position - length : position]), token
+
+
+class Counts(Protocol):
+    def continuations(self, context: Context) -> tuple[dict[int, int], int]:
+        """The tokens seen after ``context`` with their counts, and the counts' total."""
+        ...
+
+
+class DocumentCounts:
+    """N-gram counts of one editor buffer, kept up to date edit by edit."""
+
+    def __init__(self, order: int) -> None:
+        self.order = order
+        self.lines: list[Line] = []
+        self.counts: dict[Context, Counter[int]] = {}
+
+    @property
+    def tokens(self) -> int:
+        return sum(self.counts[()].values()) if () in self.counts else 0
+
+    def update(self, lines: Sequence[Line]) -> None:
+        """Make the counts those of ``lines``, re-counting only what changed since the last update.
+
+        The changed region is what lies between the longest common head and
+        tail of the old and new lines; the n-grams ending in it, or in the
+        ``order - 1`` tokens after it, are taken out and counted again.
+        """
+        old = self.lines
+        limit = min(len(old), len(lines))
+        head = 0
+        while head < limit and old[head] == lines[head]:
+            head += 1
+        tail = 0
+        while tail < limit - head and old[-1 - tail] == lines[-1 - tail]:
+            tail += 1
+        before = _last_tokens(old[:head], self.order - 1)
+        after = _first_tokens(old[len(old) - tail :], self.order - 1)
+        self._add(before, _flat(old[head : len(old) - tail]) + after, -1)
+        self._add(before, _flat(lines[head : len(lines) - tail]) + after, +1)
+        self.lines = list(lines)
+
+    def _add(self, context: list[int], changed: list[int], sign: int) -> None:
+        counts = self.counts
+        for key, token in ngrams(context + changed, len(context), self.order):
+            continuation = counts.get(key)
+            if continuation is None:
+                continuation = counts[key] = Counter()
+            continuation[token] += sign
+            if not continuation[token]:
+                del continuation[token]
+                if not continuation:
+                    del counts[key]
+
+    def continuations(self, context: Context) -> tuple[dict[int, int], int]:
+        continuation = self.counts.get(context)
+        if not continuation:
+            return {}, 0
+        return dict(continuation), sum(continuation.values())
+
+    def line_ngrams(self, line: int) -> Counter[tuple[Context, int]]:
+        """The n-grams that involve line ``line`` (0-based): they are left out while the cursor is on it."""
+        if not 0 <= line < len(self.lines):
+            return Counter()
+        before = _last_tokens(self.lines[:line], self.order - 1)
+        after = _first_tokens(self.lines[line + 1 :], self.order - 1)
+        sequence = before + list(self.lines[line]) + after
+        end = len(before) + len(self.lines[line])
+        found: Counter[tuple[Context, int]] = Counter()
+        for position in range(len(before), len(sequence)):
+            # After the line, only the n-grams whose context reaches back into it.
+            shortest = position - end + 1 if position >= end else 0
+            for length in range(shortest, min(self.order - 1, position) + 1):
+                found[tuple(sequence[position - length : position]), sequence[position]] += 1
+        return found
+
+
+class WithoutLine:
+    """A document's counts without the n-grams of the cursor's line (the half-typed line is no evidence)."""
+
+    def __init__(self, document: DocumentCounts, line: int | None) -> None:
+        self.document = document
+        self.left_out: dict[Context, Counter[int]] = {}
+        for (context, token), count in (document.line_ngrams(line) if line is not None else {}).items():
+            self.left_out.setdefault(context, Counter())[token] += count
+
+    def continuations(self, context: Context) -> tuple[dict[int, int], int]:
+        found, total = self.document.continuations(context)
+        for token, count in self.left_out.get(context, {}).items():
+            remaining = found.get(token, 0) - count
+            total -= min(count, found.get(token, 0))
+            if remaining > 0:
+                found[token] = remaining
+            else:
+                found.pop(token, None)
+        return found, total
+
+
+class Merged:
+    """Several count stores read as one (the other open documents)."""
+
+    def __init__(self, parts: Sequence[Counts]) -> None:
+        self.parts = list(parts)
+
+    def continuations(self, context: Context) -> tuple[dict[int, int], int]:
+        merged: Counter[int] = Counter()
+        total = 0
+        for part in self.parts:
+            found, count = part.continuations(context)
+            merged.update(found)
+            total += count
+        return dict(merged), total
+
+
+@dataclass(frozen=True)
+class _Table:
+    """One context length's counts: sorted context hashes, and the token and count of each row."""
+
+    keys: np.ndarray
+    tokens: np.ndarray
+    counts: np.ndarray
+
+    @property
+    def nbytes(self) -> int:
+        return self.keys.nbytes + self.tokens.nbytes + self.counts.nbytes
+
+
+class FileCounts:
+    """N-gram counts of the workspace files; `commit` makes added and removed files visible to queries."""
+
+    def __init__(self, order: int) -> None:
+        self.order = order
+        self._files: dict[str, np.ndarray] = {}
+        self._tables: list[_Table] = []
+        self._lock = threading.Lock()
+
+    def add(self, path: str, tokens: Sequence[int]) -> None:
+        with self._lock:
+            self._files[path] = np.asarray(tokens, dtype=np.int32)
+
+    def remove(self, path: str) -> None:
+        with self._lock:
+            self._files.pop(path, None)
+
+    def __contains__(self, path: str) -> bool:
+        return path in self._files
+
+    @property
+    def files(self) -> int:
+        return len(self._files)
+
+    @property
+    def tokens(self) -> int:
+        return sum(len(tokens) for tokens in self._files.values())
+
+    @property
+    def nbytes(self) -> int:
+        """Memory held: the per-file tokens and the committed tables."""
+        return sum(tokens.nbytes for tokens in self._files.values()) + sum(t.nbytes for t in self._tables)
+
+    def commit(self) -> None:
+        """Rebuild the query tables from the files (seconds for tens of megabytes; call it off the editor's path).
+
+        Queries keep reading the old tables until the new ones are complete.
+        """
+        with self._lock:
+            files = list(self._files.values())
+        tables = []
+        hashes = [np.full(len(tokens), _SEED, dtype=np.uint64) for tokens in files]
+        for length in range(self.order):
+            keys, tokens = [], []
+            for file_tokens, file_hashes in zip(files, hashes):
+                if length:
+                    # Extend each position's context by one older token; positions without it drop out.
+                    older = np.zeros(len(file_tokens), dtype=np.uint64)
+                    older[length:] = file_tokens[:-length].astype(np.uint64) + np.uint64(1)
+                    file_hashes[:] = (file_hashes ^ older) * np.uint64(_MULTIPLIER)
+                keys.append(file_hashes[length:])
+                tokens.append(file_tokens[length:])
+            tables.append(_table(np.concatenate(keys) if keys else np.zeros(0, np.uint64),
+                                 np.concatenate(tokens) if tokens else np.zeros(0, np.int32)))
+        self._tables = tables
+
+    def continuations(self, context: Context) -> tuple[dict[int, int], int]:
+        tables = self._tables
+        if len(context) >= len(tables):
+            return {}, 0
+        table = tables[len(context)]
+        key = np.uint64(context_hash(context))
+        lo = int(np.searchsorted(table.keys, key, side="left"))
+        hi = int(np.searchsorted(table.keys, key, side="right"))
+        if lo == hi:
+            return {}, 0
+        counts = table.counts[lo:hi]
+        return dict(zip(table.tokens[lo:hi].tolist(), counts.tolist())), int(counts.sum())
+
+
+def context_hash(context: Context) -> int:
+    """The 64-bit key of a context, the most recent token hashed first (as `FileCounts.commit` extends them)."""
+    value = _SEED
+    for token in reversed(context):
+        value = ((value ^ (token + 1)) * _MULTIPLIER) & _MASK
+    return value
+
+
+def _table(keys: np.ndarray, tokens: np.ndarray) -> _Table:
+    order = np.lexsort((tokens, keys))
+    keys, tokens = keys[order], tokens[order]
+    if not len(keys):
+        return _Table(keys, tokens, np.zeros(0, np.uint32))
+    starts = np.flatnonzero(np.r_[True, (keys[1:] != keys[:-1]) | (tokens[1:] != tokens[:-1])])
+    counts = np.diff(np.r_[starts, len(keys)]).astype(np.uint32)
+    return _Table(keys[starts], tokens[starts], counts)
+
+
+def _flat(lines: Iterable[Line]) -> list[int]:
+    return [token for line in lines for token in line]
+
+
+def _last_tokens(lines: Sequence[Line], count: int) -> list[int]:
+    found: list[int] = []
+    for line in reversed(lines):
+        if len(found) >= count:
+            break
+        found[:0] = line
+    return found[max(0, len(found) - count) :] if count else []
+
+
+def _first_tokens(lines: Sequence[Line], count: int) -> list[int]:
+    found: list[int] = []
+    for line in lines:
+        if len(found) >= count:
+            break
+        found.extend(line)
+    return found[:count]
+
+
+class NGramModel:
+    """Nested-scope cache model over token ids, as a batched fusion model.
+
+    ``scopes`` go from the most local to the widest, each with its weight;
+    a scope without any token is left out and the others share its weight.
+    """
+
+    def __init__(self, scopes: Sequence[tuple[Counts, float]], vocabulary_size: int, order: int) -> None:
+        self.order = order
+        self.size = vocabulary_size
+        present = [(counts, weight) for counts, weight in scopes if weight > 0 and counts.continuations(())[1]]
+        total = sum(weight for _, weight in present)
+        self.scopes = [(counts, weight / total) for counts, weight in present]
+        self._rows: dict[Context, np.ndarray] = {}
+
+    def init_states(self, histories: Sequence[Sequence[int]]) -> list[Context]:
+        keep = self.order - 1
+        return [tuple(history[-keep:]) if keep else () for history in histories]
+
+    def next_state(self, state: Context, token: int) -> Context:
+        return (state + (token,))[-(self.order - 1) :] if self.order > 1 else ()
+
+    def advance(self, states: Sequence[Context]) -> np.ndarray:
+        """Scores ``[len(states), V]``: ``log(1 + κ·P(t | state))`` under the nested cache."""
+        return np.stack([self.row(state) for state in states]) if states else np.zeros((0, self.size))
+
+    def final(self, states: Sequence[Context]) -> np.ndarray:
+        return np.zeros(len(states))
+
+    def row(self, state: Context) -> np.ndarray:
+        row = self._rows.get(state)
+        if row is None:
+            row = self._rows[state] = self._row(state)
+        return row
+
+    def probabilities(self, state: Context) -> dict[int, float]:
+        """``P(t | state)`` from contexts of length 1 and more, for the tokens that have any (the rest: 0).
+
+        Interpolated absolute discounting, longest context first: each context
+        keeps ``max(count - D, 0) / total`` and passes ``D · distinct / total``
+        on to the next shorter one; a context never seen passes everything on.
+        """
+        mixture: Counter[int] = Counter()
+        for counts, weight in self.scopes:
+            remaining = weight
+            for length in range(len(state), 0, -1):
+                found, total = counts.continuations(state[len(state) - length :])
+                if not total:
+                    continue
+                for token, count in found.items():
+                    if count > DISCOUNT:
+                        mixture[token] += remaining * (count - DISCOUNT) / total
+                remaining *= DISCOUNT * len(found) / total
+        return dict(mixture)
+
+    def _row(self, state: Context) -> np.ndarray:
+        row = np.zeros(self.size, dtype=np.float32)
+        found = self.probabilities(state)
+        if found:
+            tokens = np.fromiter(found.keys(), dtype=np.int64, count=len(found))
+            values = np.fromiter(found.values(), dtype=np.float64, count=len(found))
+            inside = tokens < self.size
+            row[tokens[inside]] = np.log1p(SCALE * values[inside])
+        return row

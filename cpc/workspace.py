@@ -1,0 +1,393 @@
+"""The text files of the workspace folders, found safely (issue 11, the workspace for fusion).
+
+This module owns the walk over the client's ``workspaceFolders``: which files
+the fusion model reads and which it never sees. It knows no LSP types; the
+server turns its files into `cpc.fusion.WorkspaceModel.add_file` calls on a
+background thread, and its progress into ``$/progress``.
+
+What a workspace folder may hold decides the rules:
+
+- **only what git would see**: ``.gitignore`` files at every level (a nested
+  one applies to its subtree and overrides the ones above it), the
+  repository's ``.git/info/exclude``, and the ``.gitignore`` files above the
+  folder when it is a subdirectory of a repository (unless they ignore the
+  folder itself: then it was opened on purpose); ``.git``, ``.hg``,
+  ``.svn`` and ``.bzr`` are always skipped. A vendored tree that git tracks is
+  read (the caps bound it); one that git ignores is never entered.
+- **text only**: a NUL byte in the first 8 KiB or bytes that are not UTF-8
+  mark a binary; oversize files are skipped by their size before any read.
+- **bounded**: a cap on file count, on total bytes and on directory entries
+  looked at, so opening ``/`` or a huge monorepo costs a bounded walk. The
+  walk is breadth-first over all folders together, so the top of each
+  project comes before deep subtrees when a cap stops it.
+- **nothing followed, nothing executed**: symbolic links are never followed
+  (git stores a link, not its target; a target inside the folder is read at
+  its own path; one outside could be anything, e.g. ``~/.ssh``; and loops
+  cannot happen). Files are opened with ``O_NOFOLLOW | O_NONBLOCK`` and
+  checked to be regular files, so a link or FIFO swapped in mid-walk is not
+  read and cannot block. No git command runs, no network is touched.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pathspec
+
+VCS_DIRS = frozenset({".git", ".hg", ".svn", ".bzr"})
+"""Names skipped wherever they appear: version-control metadata, never workspace text."""
+
+BINARY_SNIFF_BYTES = 8192
+"""A NUL byte within this many leading bytes marks a binary (git's own heuristic)."""
+
+MAX_IGNORE_FILE_BYTES = 1_000_000
+"""A larger ``.gitignore`` (or exclude file) is not read: no real one is that big."""
+
+PROGRESS_EVERY = 100
+"""Files looked at between two progress calls."""
+
+_O_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
+
+
+@dataclass(frozen=True)
+class WorkspaceLimits:
+    """Caps on what one walk reads (the server exposes them as settings).
+
+    The defaults fit a large project's sources in a few tens of MB of fusion
+    counts while keeping the first index within seconds.
+    """
+
+    max_file_bytes: int = 512_000
+    """Larger files are skipped: generated code, data, minified bundles."""
+    max_total_bytes: int = 20_000_000
+    """The walk stops before the text read would exceed this."""
+    max_files: int = 5_000
+    """The walk stops after this many files."""
+    max_entries: int = 200_000
+    """Directory entries looked at (ignored, binary and skipped ones too): the walk's own cost."""
+
+    def __post_init__(self) -> None:
+        for name in ("max_file_bytes", "max_total_bytes", "max_files", "max_entries"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 0:
+                raise ValueError(f"WorkspaceLimits.{name} must be a non-negative int, not {value!r}")
+
+
+@dataclass(frozen=True)
+class WorkspaceFile:
+    path: Path
+    """The file under its workspace folder as given (symbolic links in the folder's own path kept)."""
+    text: str
+    """The file's text, decoded as UTF-8 (a leading byte-order mark dropped), line breaks as on disk."""
+
+
+@dataclass
+class ScanReport:
+    """What a walk did, filled in as it goes (for ``cpc/status`` and logs)."""
+
+    files: int = 0
+    bytes: int = 0
+    entries: int = 0
+    skipped_binary: int = 0
+    skipped_large: int = 0
+    skipped_unreadable: int = 0
+    stopped: str | None = None
+    """Why the walk ended early (``"max_files"``, ``"max_total_bytes"``, ``"max_entries"``,
+    ``"cancelled"``); None when it read everything."""
+
+
+WorkspaceProgress = Callable[[str, float | None], None]
+"""Called with a message and a fraction in [0, 1], or None while the total is unknown."""
+
+
+@dataclass(frozen=True)
+class _Layer:
+    """One ignore file's patterns, and how a folder-relative path reads from where the file sits."""
+
+    spec: pathspec.GitIgnoreSpec
+    prepend: str = ""
+    """Path from the ignore file's directory down to the folder (ignore files above the folder)."""
+    strip: int = 0
+    """Characters of the folder-relative path above the ignore file's directory (nested ignore files)."""
+
+
+@dataclass
+class _Dir:
+    root: str
+    rel: str
+    """Posix path relative to the folder, "" for the folder itself."""
+    layers: tuple[_Layer, ...] = field(default_factory=tuple)
+
+
+def workspace_files(
+    folders: Iterable[str | os.PathLike[str]],
+    limits: WorkspaceLimits = WorkspaceLimits(),
+    progress: WorkspaceProgress | None = None,
+    cancelled: Callable[[], bool] | None = None,
+    *,
+    report: ScanReport | None = None,
+) -> Iterator[WorkspaceFile]:
+    """The text files of ``folders`` that git would not ignore, breadth-first, in a fixed order.
+
+    Within a directory, entries come in sorted name order; all folders are
+    walked together level by level, so the same tree always gives the same
+    sequence and a cap cuts deep trees before shallow files. A file reached
+    twice (the same folder listed twice, nested folders, hard links) is
+    yielded once. ``progress`` is called every ~100 files looked at and once
+    at the end (fraction 1.0); ``cancelled`` is polled before each directory
+    and each file, and the walk returns as soon as it says True. Pass a
+    ``ScanReport`` to learn the counts and why the walk stopped.
+
+        >>> import tempfile
+        >>> root = Path(tempfile.mkdtemp())
+        >>> _ = (root / ".gitignore").write_text("build/\\n*.log\\n")
+        >>> _ = (root / "app.py").write_text("def main():\\n    pass\\n")
+        >>> (root / "build").mkdir(); _ = (root / "build" / "out.py").write_text("x = 1\\n")
+        >>> _ = (root / "debug.log").write_text("noise\\n")
+        >>> _ = (root / "logo.png").write_bytes(b"\\x89PNG\\r\\n\\x1a\\n\\x00\\x00")
+        >>> (root / "pkg").mkdir(); _ = (root / "pkg" / "util.py").write_text("HELPER = 2\\n")
+        >>> report = ScanReport()
+        >>> [f.path.relative_to(root).as_posix() for f in workspace_files([root], report=report)]
+        ['.gitignore', 'app.py', 'pkg/util.py']
+        >>> report.files, report.skipped_binary, report.stopped
+        (3, 1, None)
+    """
+    report = report if report is not None else ScanReport()
+    queue: deque[_Dir] = deque()
+    for folder in folders:
+        root = os.path.abspath(os.fspath(folder))
+        queue.append(_Dir(root, "", _layers_above(root)))
+    seen: set[tuple[int, int]] = set()
+    looked_at = 0
+
+    def stop(reason: str) -> None:
+        report.stopped = reason
+        if progress is not None:
+            progress(f"Workspace: {report.files} files, {report.bytes} bytes (stopped: {reason})", 1.0)
+
+    while queue:
+        if cancelled is not None and cancelled():
+            return stop("cancelled")
+        directory = queue.popleft()
+        path = os.path.join(directory.root, directory.rel) if directory.rel else directory.root
+        entries = _list_dir(path)
+        if entries is None:
+            report.skipped_unreadable += 1
+            continue
+        names = {entry.name for entry in entries}
+        layers = directory.layers
+        if ".git" in names:
+            # the folder's repository, or a nested one (submodule, vendored clone): its own ignores apply, not ours
+            layers = _repository_layers(path, prefix_len=len(directory.rel) + 1 if directory.rel else 0)
+        if ".gitignore" in names:
+            spec = _read_ignore_file(os.path.join(path, ".gitignore"))
+            if spec is not None:
+                layers = (*layers, _Layer(spec, "", len(directory.rel) + 1 if directory.rel else 0))
+        subdirs: list[_Dir] = []
+        for entry in entries:
+            report.entries += 1
+            if report.entries > limits.max_entries:
+                return stop("max_entries")
+            if entry.name in VCS_DIRS:
+                continue
+            try:
+                is_dir = entry.is_dir(follow_symlinks=False)
+                is_file = entry.is_file(follow_symlinks=False)
+            except OSError:
+                continue
+            if not (is_dir or is_file):
+                continue  # symbolic links, FIFOs, sockets, devices
+            rel = f"{directory.rel}/{entry.name}" if directory.rel else entry.name
+            if _ignored(layers, rel, is_dir):
+                continue
+            if is_dir:
+                subdirs.append(_Dir(directory.root, rel, layers))
+                continue
+            if cancelled is not None and cancelled():
+                return stop("cancelled")
+            looked_at += 1
+            if progress is not None and looked_at % PROGRESS_EVERY == 0:
+                progress(f"Workspace: {report.files} files, {report.bytes} bytes", None)
+            outcome = _read_text(entry.path, limits, report, seen)
+            if outcome is None:
+                continue
+            if isinstance(outcome, str):
+                return stop(outcome)
+            report.files += 1
+            report.bytes += outcome[1]
+            yield WorkspaceFile(Path(entry.path), outcome[0])
+            if report.files >= limits.max_files:
+                return stop("max_files")
+        queue.extend(subdirs)
+    if progress is not None:
+        progress(f"Workspace: {report.files} files, {report.bytes} bytes", 1.0)
+
+
+def _list_dir(path: str) -> list[os.DirEntry[str]] | None:
+    """A directory's entries sorted by name, read at once (no open handle held across yields)."""
+    try:
+        with os.scandir(path) as it:
+            return sorted(it, key=lambda entry: entry.name)
+    except OSError:
+        return None
+
+
+def _ignored(layers: tuple[_Layer, ...], rel: str, is_dir: bool) -> bool:
+    """Git's answer: the deepest ignore file with a matching pattern decides, its last match wins."""
+    for layer in reversed(layers):
+        path = layer.prepend + rel[layer.strip :] + ("/" if is_dir else "")
+        include = layer.spec.check_file(path).include
+        if include is not None:
+            return include
+    return False
+
+
+def _read_text(
+    path: str, limits: WorkspaceLimits, report: ScanReport, seen: set[tuple[int, int]]
+) -> tuple[str, int] | str | None:
+    """(text, bytes) of a text file; None to skip it; a cap's name when the walk must stop."""
+    try:
+        fd = os.open(path, _O_FLAGS)
+    except OSError:
+        report.skipped_unreadable += 1  # swapped for a link (O_NOFOLLOW), removed, or no permission
+        return None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            return None
+        if (info.st_dev, info.st_ino) in seen:
+            return None
+        if info.st_size > limits.max_file_bytes:
+            report.skipped_large += 1
+            return None
+        if report.bytes + info.st_size > limits.max_total_bytes:
+            return "max_total_bytes"
+        with os.fdopen(fd, "rb", closefd=False) as handle:
+            head = handle.read(BINARY_SNIFF_BYTES)
+            if b"\0" in head:
+                report.skipped_binary += 1
+                return None
+            data = head + handle.read(limits.max_file_bytes + 1 - len(head))
+    except OSError:
+        report.skipped_unreadable += 1
+        return None
+    finally:
+        os.close(fd)
+    if len(data) > limits.max_file_bytes:  # grew since fstat
+        report.skipped_large += 1
+        return None
+    if report.bytes + len(data) > limits.max_total_bytes:
+        return "max_total_bytes"
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        report.skipped_binary += 1
+        return None
+    seen.add((info.st_dev, info.st_ino))
+    return text, len(data)
+
+
+def _read_ignore_file(path: str) -> pathspec.GitIgnoreSpec | None:
+    """The patterns of a ``.gitignore`` or exclude file; None when absent, not a regular file, or huge.
+
+    Like git (since 2.32), a ``.gitignore`` that is a symbolic link is not followed.
+    """
+    try:
+        fd = os.open(path, _O_FLAGS)
+    except OSError:
+        return None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_IGNORE_FILE_BYTES:
+            return None
+        with os.fdopen(fd, "rb", closefd=False) as handle:
+            data = handle.read(MAX_IGNORE_FILE_BYTES)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    # surrogateescape: patterns match the names os.scandir gives for non-UTF-8 file names
+    lines = data.decode("utf-8", "surrogateescape").splitlines()
+    spec = pathspec.GitIgnoreSpec.from_lines(lines)
+    return spec if len(spec) else None
+
+
+def _git_dir(worktree: str) -> str | None:
+    """The git directory holding ``info/exclude`` for a work tree (``.git`` itself, or where a ``.git`` file points)."""
+    dot_git = os.path.join(worktree, ".git")
+    if os.path.isdir(dot_git) and not os.path.islink(dot_git):
+        return dot_git
+    try:
+        with open(dot_git, "rb") as handle:
+            line = handle.read(4096).decode("utf-8", "surrogateescape").strip()
+    except OSError:
+        return None
+    if not line.startswith("gitdir:"):
+        return None
+    git_dir = os.path.join(worktree, line[len("gitdir:") :].strip())
+    # a linked work tree's exclude file lives in the main repository's ("common") git directory
+    try:
+        with open(os.path.join(git_dir, "commondir"), "rb") as handle:
+            common = handle.read(4096).decode("utf-8", "surrogateescape").strip()
+        return os.path.join(git_dir, common)
+    except OSError:
+        return git_dir
+
+
+def _repository_layers(worktree: str, prefix_len: int = 0) -> tuple[_Layer, ...]:
+    """The repository-wide exclude file of the repository whose work tree starts at ``worktree``."""
+    git_dir = _git_dir(worktree)
+    spec = _read_ignore_file(os.path.join(git_dir, "info", "exclude")) if git_dir else None
+    return (_Layer(spec, "", prefix_len),) if spec is not None else ()
+
+
+def _layers_above(root: str) -> tuple[_Layer, ...]:
+    """Ignore rules that reach into ``root`` from above: when it is inside a repository (not its top),
+    that repository's exclude file and the ``.gitignore`` files from its top down to ``root``'s parent.
+
+    A folder that those rules ignore (or that sits in an ignored directory) was opened on purpose:
+    it is read as a tree of its own, with none of them (e.g. a Python installed under a
+    ``pyenv`` clone, whose ``.gitignore`` ignores ``/versions/``).
+    """
+    real = os.path.realpath(root)
+    if os.path.lexists(os.path.join(real, ".git")):
+        return ()  # the walk reads the folder's own repository when it lists the folder
+    ancestors: list[str] = []
+    current = real
+    while True:
+        parent = os.path.dirname(current)
+        if parent == current:
+            return ()  # not inside a repository
+        ancestors.append(parent)
+        if os.path.lexists(os.path.join(parent, ".git")):
+            break
+        current = parent
+    ancestors.reverse()  # the repository's top first
+    git_dir = _git_dir(ancestors[0])
+    exclude = _read_ignore_file(os.path.join(git_dir, "info", "exclude")) if git_dir else None
+    found: list[tuple[str, pathspec.GitIgnoreSpec]] = [(ancestors[0], exclude)] if exclude is not None else []
+    for directory, child in zip(ancestors, [*ancestors[1:], real]):
+        spec = _read_ignore_file(os.path.join(directory, ".gitignore"))
+        if spec is not None:
+            found.append((directory, spec))
+        if _ignored_above(found, child):
+            return ()
+    return tuple(_Layer(spec, _rel(real, directory) + "/") for directory, spec in found)
+
+
+def _ignored_above(found: list[tuple[str, pathspec.GitIgnoreSpec]], directory: str) -> bool:
+    """Whether the ignore files above ``directory`` ignore it (deepest file first, as `_ignored`)."""
+    for base, spec in reversed(found):
+        include = spec.check_file(_rel(directory, base) + "/").include
+        if include is not None:
+            return include
+    return False
+
+
+def _rel(path: str, base: str) -> str:
+    return os.path.relpath(path, base).replace(os.sep, "/")
