@@ -285,7 +285,8 @@ def grouped_bars(
     axis.set_xticks(range(len(groups)), groups)
 
 
-def print_table(result: dict, stream=sys.stdout) -> None:
+def print_table(result: dict, stream=None) -> None:
+    stream = stream or sys.stdout
     print(f"{result['model']}: {result['cases']} cases from {result['files']} (seed {result['seed']})", file=stream)
     rows = [
         {"mode": mode, "kind": kind, **row}
@@ -303,8 +304,9 @@ def print_table(result: dict, stream=sys.stdout) -> None:
 LATENCY_COLUMNS = (("p50_ms", "p50 ms", "{:8.0f}"), ("p95_ms", "p95 ms", "{:8.0f}"), ("lm_calls", "calls", "{:6.1f}"))
 
 
-def print_rows(rows: list[dict], columns: list[tuple[str, str, str]], stream=sys.stdout) -> None:
+def print_rows(rows: list[dict], columns: list[tuple[str, str, str]], stream=None) -> None:
     """A plain text table: ``columns`` are ``(key, header, format)``; text left-aligned, numbers right-aligned."""
+    stream = stream or sys.stdout
     cells = [[spec.format(row[key]) for key, _, spec in columns] for row in rows]
     widths = [max([len(header), *(len(line[k]) for line in cells)]) for k, (_, header, _) in enumerate(columns)]
     text = [bool(rows) and isinstance(rows[0][key], str) for key, _, _ in columns]

@@ -755,6 +755,7 @@ class Workspaces:
             for number, (path, text) in enumerate(directory.texts.items()):
                 model.add_file(path, text)
                 self.progress(f"indexing {directory.label}", (number + 1) / len(directory.texts))
+            model.commit()
             self.stats[directory.label] = {"build_ms": round((time.perf_counter() - started) * 1000, 1)} | model.stats()
             self.model = model
         if self.withheld != case.file:
@@ -762,12 +763,14 @@ class Workspaces:
                 self.model.close_document(_document_key(self.withheld))
                 self.model.add_file(self.withheld, directory.texts[self.withheld])
             self.model.remove_file(case.file)
+            self.model.commit()
             self.withheld = case.file
+        # The document is the file without the cursor's line already: no line of it is left out.
         self.model.update_document(
             _document_key(case.file), current_document(directory.texts[case.file], case.line_number)
         )
         started = time.perf_counter()
-        fusion = self.model.fusion(current=_document_key(case.file), weights=weights)
+        fusion = self.model.fusion(current=_document_key(case.file), weights=weights, cursor_line=None)
         return fusion, (time.perf_counter() - started) * 1000
 
 
@@ -902,7 +905,8 @@ def acceptance(results: dict, overall: dict) -> dict:
 # ---------------------------------------------------------------- report
 
 
-def print_table(result: dict, stream=sys.stdout) -> None:
+def print_table(result: dict, stream=None) -> None:
+    stream = stream or sys.stdout
     print(
         f"{result['model']}: {result['cases']} cases in {len(result['directories'])} directories of "
         f"{result['workspace']!r} (seed {result['seed']})",
