@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from cpc.engine import Engine
-from cpc.generate import Options, generate
+from cpc.generate import Generation, Options, generate
 
 KINDS = ("boundary", "inside")
 STDLIB = "<stdlib>"
@@ -50,8 +50,13 @@ class Case:
 
 def expand(pattern: str) -> list[Path]:
     """Files matching ``pattern`` (``**`` recursive; ``<stdlib>`` is this interpreter's standard library)."""
-    pattern = pattern.replace(STDLIB, sysconfig.get_paths()["stdlib"])
+    pattern = pattern.replace(STDLIB, stdlib_dir())
     return sorted(Path(name) for name in glob.glob(pattern, recursive=True) if Path(name).is_file())
+
+
+def stdlib_dir() -> str:
+    """This interpreter's standard library directory (what ``<stdlib>`` stands for)."""
+    return sysconfig.get_paths()["stdlib"]
 
 
 def draw_cases(engine: Engine, files: list[Path], count: int, seed: int) -> list[Case]:
@@ -74,22 +79,22 @@ def draw_cases(engine: Engine, files: list[Path], count: int, seed: int) -> list
             continue
         word = rng.choice(words)
         cursor = rng.randrange(word.start() + 1, word.end())
-        start = max(0, cursor - CONTEXT_CHARS)
-        line_end = source.find("\n", cursor)
-        line_end = len(source) if line_end < 0 else line_end
+        prefix, word_rest, line_rest = around_cursor(source, cursor, word.end())
+        line_end = cursor + len(source[cursor:].partition("\n")[0])
+        start = cursor - len(prefix)
         kind = _kind(engine, source[start:line_end], cursor - start)
         if wanted[kind]:
             wanted[kind] -= 1
-            cases.append(
-                Case(
-                    file=str(path),
-                    prefix=source[start:cursor],
-                    word_rest=source[cursor : word.end()],
-                    line_rest=source[cursor:line_end].rstrip(),
-                    kind=kind,
-                )
-            )
+            cases.append(Case(file=str(path), prefix=prefix, word_rest=word_rest, line_rest=line_rest, kind=kind))
     raise ValueError(f"found only {len(cases)} of {count} cases: use more files")
+
+
+def around_cursor(source: str, cursor: int, word_end: int) -> tuple[str, str, str]:
+    """What a case holds of ``source`` with the cursor at ``cursor`` inside a word ending at ``word_end``:
+    the text before the cursor (at most `CONTEXT_CHARS`), the rest of the word, and the rest of the line
+    without trailing blanks."""
+    line_rest = source[cursor:].partition("\n")[0]
+    return source[max(0, cursor - CONTEXT_CHARS) : cursor], source[cursor:word_end], line_rest.rstrip()
 
 
 def _kind(engine: Engine, text: str, cursor: int) -> str:
@@ -117,27 +122,50 @@ class Outcome:
 
 def complete_case(engine: Engine, case: Case, mode: str, max_tokens: int) -> Outcome:
     """One cold request, scored against the file."""
-    engine.conditioner.clear()
-    generation = generate(engine, case.prefix, "", Options(mode=mode, max_tokens=max_tokens))
-    text = generation.completions[0].text if generation.completions else ""
+    generation = cold_generate(engine, case.prefix, Options(mode=mode, max_tokens=max_tokens))
+    text = first_text(generation)
     return Outcome(
         kind=case.kind,
-        word_exact=WORD_CHARS.match(text).group() == case.word_rest,
-        line_exact=text.rstrip() == case.line_rest,
+        word_exact=word_exact(text, case.word_rest),
+        line_exact=line_exact(text, case.line_rest),
         ms=generation.elapsed_ms,
         lm_calls=generation.lm_calls,
         text=text,
     )
 
 
-def summarise(outcomes: list[Outcome]) -> dict:
+def cold_generate(engine: Engine, prefix: str, options: Options, fusion: object | None = None) -> Generation:
+    """One request from cold caches (KV cache, snapshots, beams), prefix only (no suffix)."""
+    engine.conditioner.clear()
+    if fusion is None:
+        return generate(engine, prefix, "", options)
+    return generate(engine, prefix, "", options, fusion=fusion)
+
+
+def first_text(generation: Generation) -> str:
+    """The best completion's text ("" when the model offered none)."""
+    return generation.completions[0].text if generation.completions else ""
+
+
+def word_exact(text: str, word_rest: str, word_chars: re.Pattern = WORD_CHARS) -> bool:
+    """The completion finishes the identifier exactly."""
+    return word_chars.match(text).group() == word_rest
+
+
+def line_exact(text: str, line_rest: str) -> bool:
+    """The completion is exactly the rest of the line (trailing blanks aside)."""
+    return text.rstrip() == line_rest
+
+
+def summarise(outcomes: list, rates: tuple[str, ...] = ("word_exact", "line_exact")) -> dict:
+    """``n``, the share of outcomes where each boolean field in ``rates`` holds, and latency
+    (``p50_ms``, ``p95_ms``) and model calls per request, from objects with ``ms`` and ``lm_calls``."""
     if not outcomes:
         return {"n": 0}
     times = sorted(o.ms for o in outcomes)
     return {
         "n": len(outcomes),
-        "word_exact": round(sum(o.word_exact for o in outcomes) / len(outcomes), 4),
-        "line_exact": round(sum(o.line_exact for o in outcomes) / len(outcomes), 4),
+        **{name: round(sum(bool(getattr(o, name)) for o in outcomes) / len(outcomes), 4) for name in rates},
         "p50_ms": round(statistics.median(times), 1),
         "p95_ms": round(times[min(len(times) - 1, round(0.95 * (len(times) - 1)))], 1),
         "lm_calls": round(statistics.mean(o.lm_calls for o in outcomes), 2),
@@ -187,13 +215,13 @@ def acceptance(results: dict, overall: dict) -> dict:
     checks = {}
     if "cpc" in results:
         cpc = results["cpc"]
-        checks["cpc_inside_over_boundary"] = _ratio(cpc["inside"].get("word_exact"), cpc["boundary"].get("word_exact"))
+        checks["cpc_inside_over_boundary"] = ratio(cpc["inside"].get("word_exact"), cpc["boundary"].get("word_exact"))
         if "naive" in results:
             naive = results["naive"]
             checks["cpc_minus_naive_boundary"] = round(
                 cpc["boundary"].get("word_exact", 0) - naive["boundary"].get("word_exact", 0), 4
             )
-            checks["cpc_p50_over_naive_p50"] = _ratio(overall["cpc"].get("p50_ms"), overall["naive"].get("p50_ms"))
+            checks["cpc_p50_over_naive_p50"] = ratio(overall["cpc"].get("p50_ms"), overall["naive"].get("p50_ms"))
         if "heal" in results:
             checks["cpc_minus_heal_inside"] = round(
                 cpc["inside"].get("word_exact", 0) - results["heal"]["inside"].get("word_exact", 0), 4
@@ -201,34 +229,28 @@ def acceptance(results: dict, overall: dict) -> dict:
     return checks
 
 
-def _ratio(a: float | None, b: float | None) -> float | None:
+def ratio(a: float | None, b: float | None) -> float | None:
     return round(a / b, 3) if a is not None and b else None
 
 
 def plot(result: dict, path: str) -> None:
     """Word-exact per mode and kind, and median latency per mode, side by side."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     modes = list(result["results"])
     fig, (quality, latency) = plt.subplots(1, 2, figsize=(11, 4.5), gridspec_kw={"width_ratios": [3, 2]})
-    width = 0.38
     colors = {"boundary": "#4c72b0", "inside": "#dd8452"}
-    for offset, kind in zip((-width / 2, width / 2), KINDS):
-        values = [100 * result["results"][m][kind].get("word_exact", 0) for m in modes]
-        bars = quality.bar([k + offset for k in range(len(modes))], values, width, label=kind, color=colors[kind])
-        quality.bar_label(bars, fmt="%.0f%%", fontsize=9)
-    quality.set_xticks(range(len(modes)), modes)
+    grouped_bars(
+        quality, modes, {kind: [100 * result["results"][m][kind].get("word_exact", 0) for m in modes] for kind in KINDS},
+        colors=colors, label_format="%.0f%%",
+    )
     quality.set_ylim(0, 105)
     quality.set_ylabel("identifier completed exactly (%)")
     quality.set_title("word-exact: cursor on a token boundary vs inside a token")
     quality.legend(title="cursor")
-    for offset, kind in zip((-width / 2, width / 2), KINDS):
-        values = [result["results"][m][kind].get("p50_ms", 0) for m in modes]
-        latency.bar([k + offset for k in range(len(modes))], values, width, color=colors[kind])
-    latency.set_xticks(range(len(modes)), modes)
+    grouped_bars(
+        latency, modes, {kind: [result["results"][m][kind].get("p50_ms", 0) for m in modes] for kind in KINDS},
+        colors=colors,
+    )
     latency.set_ylabel("median ms per cold request")
     latency.set_title("latency")
     fig.suptitle(f"{result['model']}: {result['cases']} cursors in {Path(result['files']).name} (seed {result['seed']})")
@@ -236,16 +258,62 @@ def plot(result: dict, path: str) -> None:
     fig.savefig(path, dpi=120)
 
 
-def print_table(result: dict, stream=sys.stdout) -> None:
+def pyplot():
+    """matplotlib's pyplot on the file-only Agg backend."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def grouped_bars(
+    axis, groups: list[str], series: dict[str, list[float]], *, colors: dict[str, str] | None = None,
+    label_format: str | None = None, total_width: float = 0.76,
+) -> None:
+    """One group of bars per entry of ``groups``, one bar per series in each (``series[name][k]`` for group k)."""
+    width = total_width / max(1, len(series))
+    for number, (name, values) in enumerate(series.items()):
+        offset = (number - (len(series) - 1) / 2) * width
+        bars = axis.bar(
+            [k + offset for k in range(len(groups))], values, width, label=name,
+            color=(colors or {}).get(name),
+        )
+        if label_format:
+            axis.bar_label(bars, fmt=label_format, fontsize=8)
+    axis.set_xticks(range(len(groups)), groups)
+
+
+def print_table(result: dict, stream=None) -> None:
+    stream = stream or sys.stdout
     print(f"{result['model']}: {result['cases']} cases from {result['files']} (seed {result['seed']})", file=stream)
-    print(f"{'mode':6} {'kind':9} {'n':>3} {'word':>6} {'line':>6} {'p50 ms':>8} {'p95 ms':>8} {'calls':>6}", file=stream)
-    for mode, by_kind in result["results"].items():
-        for kind, row in by_kind.items():
-            if row["n"]:
-                print(
-                    f"{mode:6} {kind:9} {row['n']:3d} {row['word_exact']:6.0%} {row['line_exact']:6.0%} "
-                    f"{row['p50_ms']:8.0f} {row['p95_ms']:8.0f} {row['lm_calls']:6.1f}",
-                    file=stream,
-                )
+    rows = [
+        {"mode": mode, "kind": kind, **row}
+        for mode, by_kind in result["results"].items()
+        for kind, row in by_kind.items()
+        if row["n"]
+    ]
+    print_rows(rows, [("mode", "mode", "{:6}"), ("kind", "kind", "{:9}"), ("n", "n", "{:3d}"),
+                      ("word_exact", "word", "{:6.0%}"), ("line_exact", "line", "{:6.0%}"), *LATENCY_COLUMNS],
+               stream)
     for name, value in result["acceptance"].items():
         print(f"{name}: {value}", file=stream)
+
+
+LATENCY_COLUMNS = (("p50_ms", "p50 ms", "{:8.0f}"), ("p95_ms", "p95 ms", "{:8.0f}"), ("lm_calls", "calls", "{:6.1f}"))
+
+
+def print_rows(rows: list[dict], columns: list[tuple[str, str, str]], stream=None) -> None:
+    """A plain text table: ``columns`` are ``(key, header, format)``; text left-aligned, numbers right-aligned."""
+    stream = stream or sys.stdout
+    cells = [[spec.format(row[key]) for key, _, spec in columns] for row in rows]
+    widths = [max([len(header), *(len(line[k]) for line in cells)]) for k, (_, header, _) in enumerate(columns)]
+    text = [bool(rows) and isinstance(rows[0][key], str) for key, _, _ in columns]
+
+    def line(values: list[str]) -> str:
+        return " ".join(v.ljust(w) if left else v.rjust(w) for v, w, left in zip(values, widths, text))
+
+    print(line([header for _, header, _ in columns]).rstrip(), file=stream)
+    for values in cells:
+        print(line(values).rstrip(), file=stream)

@@ -4,13 +4,16 @@
     cpc score FILE [--model PATH] [--json]
     cpc complete --prefix-file F [--suffix-file F] [--mode cpc|heal|naive] [--n N] [--max-tokens N] [--json]
     cpc bench --files GLOB --cases N --seed S [--modes naive,heal,cpc] [--json OUT] [--plot OUT.png]
+    cpc bench --workspace dev|check|GLOB --cases N --seed S [--modes cpc,cpc+fusion,cpc+context,naive+fusion]
+              [--fusion-weights ngram=X,identifiers=Y] [--json OUT] [--plot OUT.png]
 
 ``analyze`` prints the seed-003 table: for each split point of the unstable
 tail, the text before it, how many validated tokens start there and the
 first few. ``score`` reads a file through the byte beam and prints its
 byte-level log-probability next to its canonical tokenization's.
 ``complete`` completes the text between a prefix and a suffix; ``bench``
-measures completion quality and latency on cursors drawn from real code.
+measures completion quality and latency on cursors drawn from real code
+(``--workspace``: in a directory whose other files are the workspace).
 """
 
 from __future__ import annotations
@@ -62,13 +65,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     complete.set_defaults(run=_complete)
 
     bench = commands.add_parser("bench", help="completion quality and latency on cursors drawn from real code")
-    bench.add_argument("--files", default="<stdlib>/[a-m]*.py", help="glob of source files; ** is recursive, "
+    bench.add_argument("--files", help="glob of source files; ** is recursive, "
                        "<stdlib> is this interpreter's standard library (default '<stdlib>/[a-m]*.py')")
+    bench.add_argument("--workspace", metavar="dev|check|GLOB",
+                       help="repository-level cases instead: cursors in files of source directories, the other "
+                       "files as the workspace (dev: stdlib packages a-m + npm's libs; check: stdlib packages n-z; "
+                       "or a glob of directories)")
     bench.add_argument("--cases", type=int, default=60, help="cursor positions, half of each kind (default 60)")
     bench.add_argument("--seed", type=int, default=1)
-    bench.add_argument("--modes", default="naive,heal,cpc", help="comma-separated modes (default naive,heal,cpc)")
+    bench.add_argument("--modes", help="comma-separated modes (default naive,heal,cpc; with --workspace "
+                       "cpc,cpc+fusion,cpc+context,naive+fusion: a mode, then +fusion and/or +context)")
     bench.add_argument("--model", default="default", help="a GGUF model: a path, or 'default' / 'smollm2'")
     bench.add_argument("--max-tokens", type=int, default=48)
+    bench.add_argument("--fusion-weights", metavar="ngram=X,identifiers=Y",
+                       help="with --workspace: fusion weights (default: cpc.fusion.FusionWeights())")
     bench.add_argument("--json", metavar="OUT", help="write the results as JSON")
     bench.add_argument("--plot", metavar="OUT.png", help="write a bar chart")
     bench.set_defaults(run=_bench)
@@ -175,18 +185,50 @@ def _bench(args: argparse.Namespace) -> int:
     from cpc import bench
     from cpc.engine import Engine
 
-    modes = [mode.strip() for mode in args.modes.split(",") if mode.strip()]
+    if args.workspace is not None:
+        return _bench_workspace(args)
+    if args.fusion_weights is not None:
+        raise ValueError("--fusion-weights needs --workspace")
+    modes = _modes(args.modes or "naive,heal,cpc")
     unknown = sorted(set(modes) - set(MODES))
     if unknown:
         raise ValueError(f"unknown mode(s) {', '.join(unknown)}: choose among {', '.join(MODES)}")
     engine = Engine.load(args.model, progress=stderr_progress)
-    result = bench.run(engine, args.files, args.cases, args.seed, modes, args.max_tokens, progress=stderr_progress)
+    files = args.files or "<stdlib>/[a-m]*.py"
+    result = bench.run(engine, files, args.cases, args.seed, modes, args.max_tokens, progress=stderr_progress)
     bench.print_table(result)
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2))
     if args.plot:
         bench.plot(result, args.plot)
     return 0
+
+
+def _bench_workspace(args: argparse.Namespace) -> int:
+    from cpc import bench_workspace
+    from cpc.engine import Engine
+
+    if args.files is not None:
+        raise ValueError("--files and --workspace exclude each other")
+    modes = _modes(args.modes or ",".join(bench_workspace.DEFAULT_MODES))
+    for mode in modes:
+        bench_workspace.parse_mode(mode)
+    fused = any(bench_workspace.parse_mode(mode)[1] for mode in modes)
+    weights = bench_workspace.parse_weights(args.fusion_weights) if fused or args.fusion_weights else None
+    engine = Engine.load(args.model, progress=stderr_progress)
+    result = bench_workspace.run(
+        engine, args.workspace, args.cases, args.seed, modes, args.max_tokens, weights, progress=stderr_progress
+    )
+    bench_workspace.print_table(result)
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=2))
+    if args.plot:
+        bench_workspace.plot(result, args.plot)
+    return 0
+
+
+def _modes(text: str) -> list[str]:
+    return [mode.strip() for mode in text.split(",") if mode.strip()]
 
 
 def analysis_json(analysis: Analysis, pieces: list[bytes], elapsed_ms: float, build_ms: float, vocab: str) -> dict:

@@ -77,6 +77,11 @@ class Counts(Protocol):
         """The tokens seen after ``context`` with their counts, and the counts' total."""
         ...
 
+    @property
+    def empty(self) -> bool:
+        """No token counted (a scope that has nothing to say)."""
+        ...
+
 
 class DocumentCounts:
     """N-gram counts of one editor buffer, kept up to date edit by edit."""
@@ -89,6 +94,10 @@ class DocumentCounts:
     @property
     def tokens(self) -> int:
         return sum(self.counts[()].values()) if () in self.counts else 0
+
+    @property
+    def empty(self) -> bool:
+        return () not in self.counts
 
     def update(self, lines: Sequence[Line]) -> None:
         """Make the counts those of ``lines``, re-counting only what changed since the last update.
@@ -135,7 +144,15 @@ class DocumentCounts:
             return Counter()
         before = _last_tokens(self.lines[:line], self.order - 1)
         after = _first_tokens(self.lines[line + 1 :], self.order - 1)
-        return Counter(ngrams(before + list(self.lines[line]) + after, len(before), self.order))
+        sequence = before + list(self.lines[line]) + after
+        end = len(before) + len(self.lines[line])
+        found: Counter[tuple[Context, int]] = Counter()
+        for position in range(len(before), len(sequence)):
+            # After the line, only the n-grams whose context reaches back into it.
+            shortest = position - end + 1 if position >= end else 0
+            for length in range(shortest, min(self.order - 1, position) + 1):
+                found[tuple(sequence[position - length : position]), sequence[position]] += 1
+        return found
 
 
 class WithoutLine:
@@ -146,6 +163,10 @@ class WithoutLine:
         self.left_out: dict[Context, Counter[int]] = {}
         for (context, token), count in (document.line_ngrams(line) if line is not None else {}).items():
             self.left_out.setdefault(context, Counter())[token] += count
+
+    @property
+    def empty(self) -> bool:
+        return not self.continuations(())[1]
 
     def continuations(self, context: Context) -> tuple[dict[int, int], int]:
         found, total = self.document.continuations(context)
@@ -164,6 +185,10 @@ class Merged:
 
     def __init__(self, parts: Sequence[Counts]) -> None:
         self.parts = list(parts)
+
+    @property
+    def empty(self) -> bool:
+        return all(part.empty for part in self.parts)
 
     def continuations(self, context: Context) -> tuple[dict[int, int], int]:
         merged: Counter[int] = Counter()
@@ -207,6 +232,11 @@ class FileCounts:
 
     def __contains__(self, path: str) -> bool:
         return path in self._files
+
+    @property
+    def empty(self) -> bool:
+        """Nothing committed yet (files added since the last commit do not count)."""
+        return not self._tables or not len(self._tables[0].keys)
 
     @property
     def files(self) -> int:
@@ -286,7 +316,7 @@ def _last_tokens(lines: Sequence[Line], count: int) -> list[int]:
         if len(found) >= count:
             break
         found[:0] = line
-    return found[len(found) - count :] if count else []
+    return found[max(0, len(found) - count) :] if count else []
 
 
 def _first_tokens(lines: Sequence[Line], count: int) -> list[int]:
@@ -308,7 +338,7 @@ class NGramModel:
     def __init__(self, scopes: Sequence[tuple[Counts, float]], vocabulary_size: int, order: int) -> None:
         self.order = order
         self.size = vocabulary_size
-        present = [(counts, weight) for counts, weight in scopes if weight > 0 and counts.continuations(())[1]]
+        present = [(counts, weight) for counts, weight in scopes if weight > 0 and not counts.empty]
         total = sum(weight for _, weight in present)
         self.scopes = [(counts, weight / total) for counts, weight in present]
         self._rows: dict[Context, np.ndarray] = {}

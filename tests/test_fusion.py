@@ -1,0 +1,281 @@
+"""Workspace fusion: the n-gram cache, the identifier model, the workspace counts, and fusion in generation."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+from cpc.fusion import FusionWeights, WorkspaceModel
+from cpc.identifiers import BONUS, IdentifierModel, NameCounts, TokenShapes, names_in
+from cpc.ngram import DISCOUNT, SCALE, DocumentCounts, FileCounts, Merged, NGramModel, WithoutLine, ngrams
+from cpc.tokenizer import TiktokenTokenizer
+from tests.strategies import code_text, examples
+
+
+@pytest.fixture(scope="module")
+def cl100k() -> TiktokenTokenizer:
+    return TiktokenTokenizer()
+
+
+# --- the n-gram cache ---------------------------------------------------------------------------
+
+
+def test_ngrams_use_only_the_context_there_is():
+    assert list(ngrams([5, 6], 0, 3)) == [((), 5), ((), 6), ((5,), 6)]
+
+
+def test_counts_and_backoff_match_a_hand_computed_example():
+    counts = DocumentCounts(order=3)
+    counts.update([(1, 2, 3), (1, 2, 4), (1, 2, 3)])  # 1 2 3 1 2 4 1 2 3
+    assert counts.continuations((1, 2)) == ({3: 2, 4: 1}, 3)
+    assert counts.continuations((2,)) == ({3: 2, 4: 1}, 3)
+    assert counts.continuations((3, 1)) == ({2: 1}, 1)
+    assert counts.continuations((1,)) == ({2: 3}, 3)
+    assert counts.continuations((9,)) == ({}, 0)
+    model = NGramModel([(counts, 1.0)], vocabulary_size=10, order=3)
+    # Context (1, 2): 3 keeps (2 - D)/3, 4 keeps (1 - D)/3, and D·2/3 goes to context (2,),
+    # which shares it out the same way; what it passes on in turn goes to no token.
+    passed_on = DISCOUNT * 2 / 3
+    expected = {
+        3: (2 - DISCOUNT) / 3 + passed_on * (2 - DISCOUNT) / 3,
+        4: (1 - DISCOUNT) / 3 + passed_on * (1 - DISCOUNT) / 3,
+    }
+    found = model.probabilities((1, 2))
+    assert found.keys() == expected.keys()
+    for token, probability in expected.items():
+        assert found[token] == pytest.approx(probability)
+    row = model.row((1, 2))
+    assert row[3] == pytest.approx(math.log1p(SCALE * expected[3]), rel=1e-6)
+    assert row[4] == pytest.approx(math.log1p(SCALE * expected[4]), rel=1e-6)
+    assert np.count_nonzero(row) == 2
+    # An unseen longest context passes everything to the shorter one.
+    assert model.probabilities((7, 2)) == pytest.approx({3: (2 - DISCOUNT) / 3, 4: (1 - DISCOUNT) / 3})
+    # No evidence at all: every token scores 0.
+    assert not model.row((7, 8)).any()
+
+
+def test_scopes_mix_by_weight_and_empty_scopes_give_theirs_away():
+    near, far = DocumentCounts(order=2), DocumentCounts(order=2)
+    near.update([(1, 2)])
+    far.update([(1, 3)])
+    model = NGramModel([(near, 0.75), (far, 0.25), (DocumentCounts(order=2), 5.0)], 10, order=2)
+    found = model.probabilities((1,))
+    assert found[2] == pytest.approx(0.75 * (1 - DISCOUNT))
+    assert found[3] == pytest.approx(0.25 * (1 - DISCOUNT))
+
+
+@settings(max_examples=examples(40), deadline=None)
+@given(st.lists(st.lists(st.integers(0, 6), min_size=1, max_size=6), min_size=1, max_size=8), st.data())
+def test_file_tables_answer_like_document_counts(lines, data):
+    document = DocumentCounts(order=4)
+    document.update([tuple(line) for line in lines])
+    files = FileCounts(order=4)
+    files.add("a", [token for line in lines for token in line])
+    files.commit()
+    context = tuple(data.draw(st.lists(st.integers(0, 6), max_size=3)))
+    assert files.continuations(context) == document.continuations(context)
+
+
+def test_without_line_leaves_out_every_ngram_of_the_cursor_line():
+    counts = DocumentCounts(order=3)
+    counts.update([(1, 2, 0), (7, 8, 0), (1, 2, 0)])
+    view = WithoutLine(counts, 1)
+    assert view.continuations((7,)) == ({}, 0)
+    assert view.continuations((0,)) == ({}, 0)  # 0 -> 7 and line 1's 0 -> 1 are gone
+    assert view.continuations((2,)) == ({0: 2}, 2)  # lines 0 and 2 keep their 2 -> 0
+    assert view.continuations(()) == ({1: 2, 2: 2, 0: 2}, 6)  # line 2's tokens stay
+    assert view.continuations((0, 1)) == ({}, 0)
+    assert Merged([view, counts]).continuations((1, 2)) == ({0: 4}, 4)
+
+
+def _apply(text: str, start: int, end: int, insert: str) -> str:
+    start, end = sorted((min(start, len(text)), min(end, len(text))))
+    return text[:start] + insert + text[end:]
+
+
+edits = st.lists(
+    st.tuples(st.integers(0, 400), st.integers(0, 400), st.lists(code_text, max_size=3).map("\n".join)),
+    min_size=1,
+    max_size=12,
+)
+
+
+@settings(max_examples=examples(60), deadline=None)
+@given(st.lists(code_text, max_size=12).map("\n".join), edits)
+@example("a\nb\nc", [(2, 3, "x\ny"), (0, 0, "\n")])
+def test_incremental_updates_equal_a_rebuild(cl100k, text, steps):
+    live = WorkspaceModel(cl100k, order=4)
+    live.update_document("doc", text)
+    for start, end, insert in steps:
+        text = _apply(text, start, end, insert)
+        live.update_document("doc", text)
+    rebuilt = WorkspaceModel(cl100k, order=4)
+    rebuilt.update_document("doc", text)
+    assert live.documents["doc"].counts.counts == rebuilt.documents["doc"].counts.counts
+    assert live.documents["doc"].names == rebuilt.documents["doc"].names
+    assert live.names.counts == rebuilt.names.counts
+    assert live.names.sorted == rebuilt.names.sorted
+    live.close_document("doc")
+    assert not live.names.counts and not live.names.sorted
+
+
+# --- the identifier model -----------------------------------------------------------------------
+
+TOY_PIECES = [b"comp", b"ute", b"uted", b"_", b"x", b"s", b"(", b" ", b" comp", b"ute(", b"\n", b"c", b"o", b"m", b"p", b"u", b"t", b"e"]
+TOY_NAMES = [b"compute", b"compute_x", b"comp_s", b"x", b"cox"]
+
+
+@pytest.fixture(scope="module")
+def toy_identifiers() -> IdentifierModel:
+    names = NameCounts(TokenShapes(TOY_PIECES))
+    names.add(names_in(b" ".join(TOY_NAMES)))
+    return IdentifierModel(names)
+
+
+def _words(data: bytes) -> list[tuple[int, int]]:
+    """Spans of maximal runs of identifier bytes."""
+    from cpc.identifiers import NAME  # noqa: F401  (the same byte classes as the model)
+
+    spans, start = [], None
+    for position, byte in enumerate(data + b" "):
+        inside = chr(byte).isalnum() or byte in b"_$" or byte >= 0x80
+        if inside and start is None:
+            start = position
+        elif not inside and start is not None:
+            spans.append((start, position))
+            start = None
+    return spans
+
+
+@settings(max_examples=examples(300), deadline=None)
+@given(st.sampled_from([b"", b"x = ", b"x = comp", b"x = co", b"y = compz"]), st.lists(st.integers(0, len(TOY_PIECES) - 1), max_size=10))
+@example(b"x = comp", [1, 3, 4, 6])  # compute_x(
+@example(b"x = comp", [1, 3, 5, 6])  # compute_s( : started, not finished
+def test_a_word_keeps_its_bonus_only_when_it_ends_on_a_name(toy_identifiers, typed, tokens):
+    """Scores along any token path, plus `final`, add up to BONUS per earning byte of words that are names.
+
+    So a name that is started and not finished nets exactly zero (the refund).
+    """
+    model = toy_identifiers
+    total, state = model.start(typed)
+    for token in tokens:
+        total += float(model.row(state)[token])
+        state = model.next_state(state, token)
+    total += float(model.final([state])[0])
+    text = typed + b"".join(TOY_PIECES[t] for t in tokens)
+    # A word's first token earns nothing (neither do typed bytes): find where each word's second token starts.
+    boundaries, offset = set(), len(typed)
+    for token in tokens:
+        offset += len(TOY_PIECES[token])
+        boundaries.add(offset)
+    expected = 0.0
+    for start, end in _words(text):
+        if end <= len(typed) or text[start:end] not in TOY_NAMES:
+            continue
+        earning = len(typed) if start < len(typed) else min(b for b in boundaries if b > start)
+        expected += BONUS * max(0, end - earning)
+    assert total == pytest.approx(expected)
+
+
+def test_rows_agree_with_the_steps(toy_identifiers):
+    model = toy_identifiers
+    for typed in (b"", b"x = comp", b"x = compute", b"(compz"):
+        _, state = model.start(typed)
+        row = model.row(state)
+        for token in range(len(TOY_PIECES)):
+            assert row[token] == pytest.approx(model._step(state, TOY_PIECES[token], token)[0]), (typed, TOY_PIECES[token])
+
+
+def test_the_word_at_the_cursor_is_no_name():
+    names = NameCounts(TokenShapes(TOY_PIECES))
+    names.add(names_in(b"compute x"))
+    model = IdentifierModel(names, left_out=names_in(b"compute"))
+    _, state = model.start(b"= comp")
+    assert state == (None, 0.0)
+    assert IdentifierModel(names).start(b"= comp")[1] == (b"comp", 0.0)
+
+
+# --- fusion over a real tokenizer ---------------------------------------------------------------
+
+LIB = "import zlib\n\ndef compute_weighted_checksum(data, weights):\n    total = 0\n    return zlib.crc32(bytes([total % 256]))\n"
+MAIN = "from lib import *\n\ndef main(values):\n    result = compute_wei"
+
+
+def test_batched_advance_equals_one_at_a_time(cl100k):
+    workspace = WorkspaceModel(cl100k)
+    workspace.add_file("lib.py", LIB)
+    workspace.commit()
+    workspace.update_document("main.py", MAIN)
+    fusion = workspace.fusion("main.py", FusionWeights(0.7, 0.4), cursor_line=3)
+    context = tuple(cl100k.encode(MAIN[: -len("compute_wei")].encode()))
+    path = tuple(cl100k.encode(b" compute_wei"))
+    _, states = fusion.init_states(context, MAIN.encode(), [(path, b""), ((), b""), (path[:1], b"")])
+    batched, next_states = fusion.advance(states)
+    for number, state in enumerate(states):
+        alone, alone_next = fusion.advance([state])
+        assert np.array_equal(batched[number], alone[0])
+        for token in (0, int(batched[number].argmax()), 100):
+            assert next_states[number, token] == alone_next[0, token]
+    in_word = np.where(workspace.shapes.breaks, -np.inf, batched[0])
+    best = cl100k.vocab.pieces[int(in_word.argmax())]
+    assert b"compute_weighted_checksum".startswith(b"compute_wei" + best)
+
+
+def test_workspace_stats_count_what_was_added(cl100k):
+    workspace = WorkspaceModel(cl100k)
+    workspace.add_file("lib.py", LIB)
+    workspace.add_file("lib.py", LIB)  # again: replaced, not counted twice
+    workspace.commit()
+    workspace.update_document("main.py", MAIN)
+    stats = workspace.stats()
+    assert stats["files"] == 1 and stats["documents"] == 1 and stats["bytes"] == len(LIB)
+    assert stats["identifiers"] == len(names_in((LIB + MAIN).encode()))
+    assert stats["tokens"] == len(cl100k.encode(LIB.encode())) + len(cl100k.encode(MAIN.encode())) or stats["tokens"] > 0
+    workspace.remove_file("lib.py")
+    assert b"compute_weighted_checksum" not in workspace.names.counts
+
+
+# --- fusion in generation (the real model) ------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def smollm2():
+    from cpc.engine import Engine
+
+    return Engine.load("smollm2", threads=1)
+
+
+@pytest.mark.parametrize("mode", ["cpc", "naive", "heal"])
+def test_fusion_with_zero_weights_changes_nothing(smollm2, mode):
+    from cpc.generate import Options, generate
+
+    workspace = WorkspaceModel(smollm2)
+    workspace.add_file("lib.py", LIB)
+    workspace.commit()
+    workspace.update_document("main.py", MAIN)
+    off = workspace.fusion("main.py", FusionWeights.off(), cursor_line=3)
+    for prefix in (MAIN, "import os\nos.pa", "def f(x):\n    return x.app", "for i in ra"):
+        options = Options(mode=mode, n=2, max_tokens=6)
+        smollm2.conditioner.clear()
+        plain = generate(smollm2, prefix, "", options)
+        smollm2.conditioner.clear()
+        fused = generate(smollm2, prefix, "", options, fusion=off)
+        assert [(c.text, c.logprob, c.tokens) for c in fused.completions] == [
+            (c.text, c.logprob, c.tokens) for c in plain.completions
+        ]
+
+
+def test_fusion_completes_a_name_from_another_file(smollm2):
+    from cpc.generate import Options, generate
+
+    workspace = WorkspaceModel(smollm2)
+    workspace.add_file("lib.py", LIB)
+    workspace.commit()
+    workspace.update_document("main.py", MAIN)
+    smollm2.conditioner.clear()
+    fused = generate(smollm2, MAIN, "", Options(max_tokens=8), fusion=workspace.fusion("main.py", cursor_line=3))
+    assert fused.completions[0].text.startswith("ghted_checksum")
