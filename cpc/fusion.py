@@ -17,16 +17,16 @@ shape — `init_states`, `advance(states) -> (scores[n, V], next_states)`,
 `final(states)`.
 
     >>> from cpc.engine import Engine
+    >>> from cpc.generate import Options, generate
     >>> engine = Engine.load("smollm2")
     >>> workspace = WorkspaceModel(engine)
     >>> workspace.add_file("lib.py", "def compute_weighted_checksum(data):\\n    return 0\\n")
     >>> workspace.commit()
-    >>> fusion = workspace.fusion(None)
-    >>> scores, states = fusion.init_states((), b"x = compute_wei", [((), b"")])
-    >>> rows, next_states = fusion.advance(states)
-    >>> piece = engine.vocab.pieces[int(rows[0].argmax())]
-    >>> b"compute_weighted_checksum".startswith(b"compute_wei" + piece)
-    True
+    >>> prefix = "from lib import *\\nx = compute_wei"
+    >>> plain = generate(engine, prefix, options=Options(max_tokens=16)).completions[0].text
+    >>> fused = generate(engine, prefix, options=Options(max_tokens=16), fusion=workspace.fusion(None)).completions[0].text
+    >>> plain.startswith("ghted_checksum"), fused.startswith("ghted_checksum")
+    (False, True)
 """
 
 from __future__ import annotations
@@ -245,7 +245,7 @@ class WorkspaceModel:
             "tokens": self.files.tokens + document_tokens,
             "documents": len(self.documents),
             "identifiers": len(self.names),
-            "memory_bytes": self.files.nbytes + self.names.starts.nbytes + 120 * sum(
+            "memory_bytes": self.files.nbytes + 120 * sum(
                 len(d.counts.counts) for d in self.documents.values()
             ),
         }

@@ -13,7 +13,9 @@ touch an identifier score 0 (NeMo's neutral non-advancing tokens).
 The bonus is per byte, not per token, so every tokenization of a name earns
 the same, and a greedy step prefers the token that spells more of a known
 name (``checks`` over ``c`` toward ``checksum``) instead of the one the
-model likes best now and cannot finish later.
+model likes best now and cannot finish later. The first token of a word
+earns nothing, like the typed bytes of the word at the cursor: a bonus for
+starting names would reward starting another word over ending the line.
 
 Token shapes are precomputed once per vocabulary: how many identifier bytes
 a token starts with, whether it ends the word, and the identifier bytes it
@@ -23,11 +25,11 @@ leaves at its end (the start of the next word: ``" compute"`` -> ``compute``).
     >>> names.add(Counter({b"compute": 1}))
     >>> model = IdentifierModel(names)
     >>> state = model.start(b"x = comp")[1]
-    >>> [float(score) for score in model.row(state)]  # "ute" spells "compute"; " comp" starts it afresh
-    [0.0, 3.0, 4.0, 0.0, 0.0]
+    >>> [float(score) for score in model.row(state)]  # "ute" spells "compute"
+    [0.0, 3.0, 0.0, 0.0, 0.0]
     >>> state = model.next_state(state, 1)  # "compute", three bytes earned
     >>> [float(score) for score in model.row(state)]  # going on past the name gives them back; "(" keeps them
-    [-3.0, -3.0, 4.0, 0.0, -3.0]
+    [-3.0, -3.0, 0.0, 0.0, -3.0]
 """
 
 from __future__ import annotations
@@ -80,25 +82,18 @@ class TokenShapes:
         self.lead = np.zeros(size, dtype=np.int32)
         self.breaks = np.zeros(size, dtype=bool)
         self.trails: list[bytes] = [b""] * size
-        by_trail: dict[bytes, list[int]] = {}
         for token, piece in enumerate(pieces):
             if not piece:
                 continue
             lead = _lead(piece)
             self.lead[token] = lead
             self.breaks[token] = lead < len(piece)
-            trail = trailing_word(piece)
-            self.trails[token] = trail
-            if trail:
-                by_trail.setdefault(trail, []).append(token)
-        self.by_trail = {trail: np.asarray(ids, dtype=np.int64) for trail, ids in by_trail.items()}
-        """Tokens by their trailing identifier bytes (all of a token that has no other byte)."""
+            self.trails[token] = trailing_word(piece)
         self.words = _grouped(pieces, (t for t in range(size) if pieces[t] and not self.breaks[t]), None)
         """Tokens made only of identifier bytes, by their bytes."""
         self.finishers = _grouped(pieces, np.flatnonzero(self.breaks & (self.lead > 0)).tolist(), self.lead.__getitem__)
         """Tokens that end a word after identifier bytes, by those bytes (``ghted(`` under ``ghted``)."""
         self.length = np.fromiter((len(piece) for piece in pieces), dtype=np.float32, count=size)
-        self.trail_length = np.fromiter((len(trail) for trail in self.trails), dtype=np.float32, count=size)
         self.ends_first = self.breaks & (self.lead == 0)
         """Tokens whose first byte ends the word (``(``, ``" ."``, ``"\\n"``)."""
 
@@ -136,14 +131,14 @@ def _lead(piece: bytes) -> int:
 
 
 class NameCounts:
-    """How often each name occurs in the workspace, sorted, with how many names each token's trail starts."""
+    """How often each name occurs in the workspace, and the names in byte order."""
 
     def __init__(self, shapes: TokenShapes) -> None:
         self.shapes = shapes
         self.counts: Counter[bytes] = Counter()
-        self.sorted: list[bytes] = []
-        self.starts = np.zeros(len(shapes), dtype=np.int32)
-        """``starts[t]``: the names that token ``t``'s trailing identifier bytes are a prefix of."""
+        self._sorted: list[bytes] = []
+        self._unsorted: set[bytes] = set()
+        """New names not yet in ``_sorted``: a workspace of files adds hundreds of thousands, sorted once."""
         self.lock = threading.Lock()
 
     def add(self, names: Counter[bytes]) -> None:
@@ -152,8 +147,7 @@ class NameCounts:
                 if count <= 0:
                     continue
                 if not self.counts[name]:
-                    self.sorted.insert(bisect_left(self.sorted, name), name)
-                    self._mark(name, +1)
+                    self._unsorted.add(name)
                 self.counts[name] += count
 
     def remove(self, names: Counter[bytes]) -> None:
@@ -166,21 +160,24 @@ class NameCounts:
                     self.counts[name] = left
                     continue
                 del self.counts[name]
-                del self.sorted[bisect_left(self.sorted, name)]
-                self._mark(name, -1)
+                if name in self._unsorted:
+                    self._unsorted.discard(name)
+                else:
+                    del self._sorted[bisect_left(self._sorted, name)]
 
-    def _mark(self, name: bytes, sign: int) -> None:
-        _mark(self.starts, self.shapes, name, sign)
+    @property
+    def sorted(self) -> list[bytes]:
+        """Every name, in byte order (call with ``lock`` held)."""
+        if len(self._unsorted) > 64:
+            self._sorted = sorted(self.counts)
+        else:
+            for name in self._unsorted:
+                self._sorted.insert(bisect_left(self._sorted, name), name)
+        self._unsorted.clear()
+        return self._sorted
 
     def __len__(self) -> int:
         return len(self.counts)
-
-
-def _mark(starts: np.ndarray, shapes: TokenShapes, name: bytes, sign: int) -> None:
-    for length in range(1, len(name) + 1):
-        ids = shapes.by_trail.get(name[:length])
-        if ids is not None:
-            starts[ids] += sign
 
 
 @dataclass(frozen=True)
@@ -204,14 +201,7 @@ class IdentifierModel:
         self.shapes = shapes
         with names.lock:
             self.sorted = list(names.sorted)
-            starts = names.starts.copy()
-            excluded = {name for name, count in (left_out or {}).items() if names.counts.get(name, 0) <= count}
-        for name in excluded:
-            _mark(starts, shapes, name, -1)
-        self.excluded = excluded
-        self.new_word = np.where(shapes.breaks & (starts > 0), BONUS * shapes.trail_length, 0.0).astype(np.float32)
-        """A word-ending token's bonus for the name it starts at its end."""
-        self.starts_name = starts > 0
+            self.excluded = {name for name, count in (left_out or {}).items() if names.counts.get(name, 0) <= count}
         self._prefixes: dict[bytes, _Prefix] = {}
 
     def start(self, text: bytes, overhang: bytes = b"") -> tuple[float, State]:
@@ -228,14 +218,14 @@ class IdentifierModel:
     def row(self, state: State) -> np.ndarray:
         """Every token's score from ``state``: bonus on the way to a name, refund when leaving it."""
         word, earned = state
-        if word is None:
-            return self.new_word
-        row = self.new_word - np.float32(earned)
+        if not word:  # outside a word, or in one that leads to no name: nothing to earn or give back
+            return np.zeros(len(self.shapes), dtype=np.float32)
+        row = np.full(len(self.shapes), 0.0 - earned, dtype=np.float32)  # 0.0, not -0.0, when nothing was earned
         prefix = self._prefix(word)
         if prefix.is_name:
             row[self.shapes.ends_first] += np.float32(earned)
         row[prefix.extend] = BONUS * self.shapes.length[prefix.extend]
-        row[prefix.finish] = BONUS * self.shapes.lead[prefix.finish] + self.new_word[prefix.finish]
+        row[prefix.finish] = BONUS * self.shapes.lead[prefix.finish]
         return row
 
     def next_state(self, state: State, token: int) -> State:
@@ -254,6 +244,8 @@ class IdentifierModel:
         if lead == len(piece):
             if word is None:
                 return 0.0, (None, 0.0)
+            if not word:
+                return 0.0, (piece if self._leads_to_name(piece) else None, 0.0)
             longer = word + piece
             if self._leads_to_name(longer):
                 return BONUS * len(piece), (longer, earned + BONUS * len(piece))
@@ -268,9 +260,7 @@ class IdentifierModel:
         trail = trailing_word(piece)
         if not trail:
             return score, (b"", 0.0)
-        if self._leads_to_name(trail):
-            return score + BONUS * len(trail), (trail, BONUS * len(trail))
-        return score, (None, 0.0)
+        return score, (trail if self._leads_to_name(trail) else None, 0.0)
 
     def _names_starting(self, prefix: bytes) -> Iterable[bytes]:
         names = self.sorted
@@ -295,9 +285,6 @@ class IdentifierModel:
 
     def _build_prefix(self, word: bytes) -> _Prefix:
         shapes = self.shapes
-        if not word:
-            extend = np.flatnonzero(~shapes.breaks & self.starts_name)
-            return _Prefix(extend, np.zeros(0, dtype=np.int64), False)
         parts: set[bytes] = set()
         rests: set[bytes] = set()
         for name in self._names_starting(word):

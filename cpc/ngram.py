@@ -77,6 +77,11 @@ class Counts(Protocol):
         """The tokens seen after ``context`` with their counts, and the counts' total."""
         ...
 
+    @property
+    def empty(self) -> bool:
+        """No token counted (a scope that has nothing to say)."""
+        ...
+
 
 class DocumentCounts:
     """N-gram counts of one editor buffer, kept up to date edit by edit."""
@@ -89,6 +94,10 @@ class DocumentCounts:
     @property
     def tokens(self) -> int:
         return sum(self.counts[()].values()) if () in self.counts else 0
+
+    @property
+    def empty(self) -> bool:
+        return () not in self.counts
 
     def update(self, lines: Sequence[Line]) -> None:
         """Make the counts those of ``lines``, re-counting only what changed since the last update.
@@ -155,6 +164,10 @@ class WithoutLine:
         for (context, token), count in (document.line_ngrams(line) if line is not None else {}).items():
             self.left_out.setdefault(context, Counter())[token] += count
 
+    @property
+    def empty(self) -> bool:
+        return not self.continuations(())[1]
+
     def continuations(self, context: Context) -> tuple[dict[int, int], int]:
         found, total = self.document.continuations(context)
         for token, count in self.left_out.get(context, {}).items():
@@ -172,6 +185,10 @@ class Merged:
 
     def __init__(self, parts: Sequence[Counts]) -> None:
         self.parts = list(parts)
+
+    @property
+    def empty(self) -> bool:
+        return all(part.empty for part in self.parts)
 
     def continuations(self, context: Context) -> tuple[dict[int, int], int]:
         merged: Counter[int] = Counter()
@@ -215,6 +232,11 @@ class FileCounts:
 
     def __contains__(self, path: str) -> bool:
         return path in self._files
+
+    @property
+    def empty(self) -> bool:
+        """Nothing committed yet (files added since the last commit do not count)."""
+        return not self._tables or not len(self._tables[0].keys)
 
     @property
     def files(self) -> int:
@@ -316,7 +338,7 @@ class NGramModel:
     def __init__(self, scopes: Sequence[tuple[Counts, float]], vocabulary_size: int, order: int) -> None:
         self.order = order
         self.size = vocabulary_size
-        present = [(counts, weight) for counts, weight in scopes if weight > 0 and counts.continuations(())[1]]
+        present = [(counts, weight) for counts, weight in scopes if weight > 0 and not counts.empty]
         total = sum(weight for _, weight in present)
         self.scopes = [(counts, weight / total) for counts, weight in present]
         self._rows: dict[Context, np.ndarray] = {}
