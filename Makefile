@@ -44,6 +44,8 @@ bench: $(STAMP)
 	$(BIN)/python tests/bench_beam.py --json $(OUT)/bench_beam.json --plot $(OUT)/bench_beam.png
 	$(BIN)/cpc bench --files '<stdlib>/[a-m]*.py' --cases 60 --seed 1 --json $(OUT)/bench_complete.json --plot $(OUT)/bench_complete.png
 	$(BIN)/python tests/bench_lsp.py --json $(OUT)/bench_lsp.json --plot $(OUT)/bench_lsp.png
+	$(BIN)/cpc bench --workspace dev --cases 60 --seed 1 --modes cpc,cpc+fusion,cpc+context,naive+fusion --json $(OUT)/bench_workspace.json --plot $(OUT)/bench_workspace.png
+	$(BIN)/python tests/bench_workspace_memory.py --megabytes 50 --json $(OUT)/bench_workspace_memory.json
 
 # A headless editor types, deletes, jumps, pastes and accepts suggestions in argparse.py for 10 minutes:
 # latency per request kind, errors and desyncs (both must be 0), the server's memory over time.
