@@ -10,7 +10,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from cpc.fusion import FusionWeights, WorkspaceModel
-from cpc.identifiers import BONUS, IdentifierModel, NameCounts, TokenShapes, names_in
+from cpc.identifiers import BONUS, BYTES_PER_TOKEN, IdentifierModel, NameCounts, TokenShapes, names_in
 from cpc.ngram import DISCOUNT, SCALE, DocumentCounts, FileCounts, Merged, NGramModel, WithoutLine, ngrams
 from cpc.tokenizer import TiktokenTokenizer
 from tests.strategies import code_text, examples
@@ -156,7 +156,7 @@ def _words(data: bytes) -> list[tuple[int, int]]:
 @example(b"x = comp", [1, 3, 4, 6])  # compute_x(
 @example(b"x = comp", [1, 3, 5, 6])  # compute_s( : started, not finished
 def test_a_word_keeps_its_bonus_only_when_it_ends_on_a_name(toy_identifiers, typed, tokens):
-    """Scores along any token path, plus `final`, add up to BONUS per earning byte of words that are names.
+    """Scores along any token path, plus `final`, add up to what the words that end as names earned.
 
     So a name that is started and not finished nets exactly zero (the refund).
     """
@@ -167,17 +167,18 @@ def test_a_word_keeps_its_bonus_only_when_it_ends_on_a_name(toy_identifiers, typ
         state = model.next_state(state, token)
     total += float(model.final([state])[0])
     text = typed + b"".join(TOY_PIECES[t] for t in tokens)
-    # A word's first token earns nothing (neither do typed bytes): find where each word's second token starts.
-    boundaries, offset = set(), len(typed)
+    spans, offset = [], len(typed)  # each generated token's byte span
     for token in tokens:
-        offset += len(TOY_PIECES[token])
-        boundaries.add(offset)
+        spans.append((offset, offset + len(TOY_PIECES[token])))
+        offset = spans[-1][1]
     expected = 0.0
     for start, end in _words(text):
         if end <= len(typed) or text[start:end] not in TOY_NAMES:
             continue
-        earning = len(typed) if start < len(typed) else min(b for b in boundaries if b > start)
-        expected += BONUS * max(0, end - earning)
+        # The typed bytes and a word's first token earn nothing; the others, their bytes in the word, capped.
+        inside = [min(hi, end) - max(lo, start) for lo, hi in spans if lo < end and hi > start]
+        earning = inside if start < len(typed) else inside[1:]
+        expected += sum(BONUS * min(spelled, BYTES_PER_TOKEN) for spelled in earning)
     assert total == pytest.approx(expected)
 
 
