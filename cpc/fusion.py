@@ -60,7 +60,7 @@ class FusionWeights:
     """λ per fusion model (tuned with ``cpc bench --workspace`` on the development set)."""
 
     ngram: float = 0.3
-    identifiers: float = 1.0
+    identifiers: float = 2.0
 
     @classmethod
     def off(cls) -> FusionWeights:

@@ -57,6 +57,11 @@ __all__ = ["MODES", "Cancelled", "Completion", "Generation", "Options", "StopRul
 
 MODES = ("naive", "heal", "cpc")
 
+FUSION_PATHS = 16
+"""With fusion, the covering paths ranked again on model + fusion score before the best
+``lookahead_paths`` compete: a path whose token spells on into a workspace name (``" frob"``
+for a typed ``fr``) is rarely among the model's first four. Ranking needs no model call."""
+
 
 @dataclass(frozen=True)
 class Options:
@@ -219,8 +224,10 @@ def _generate(engine: Engine, prefix: str, suffix: str, options: Options, fusion
     started = time.perf_counter()
     calls = engine.lm.stats.calls
     head, middle = prompt_frame(engine, suffix, options)
-    prompt, starts = _starts(engine, prefix, head, middle, options)
+    prompt, starts = _starts(engine, prefix, head, middle, options, fusion is not None)
     fused = _Fused(fusion, prompt[: len(prompt) - len(middle)], prefix.encode("utf-8")) if fusion else None
+    if fused is not None:
+        starts = fused.best(starts, max(options.lookahead_paths, options.n))
     streams = _first_tokens(engine, starts, options, len(prompt), fused)
     rules = StopRules.around(prefix, suffix, multiline=options.multiline)
     for stream in streams:
@@ -256,12 +263,15 @@ def prompt_frame(engine: Engine, suffix: str, options: Options = Options()) -> t
 
 
 def _starts(
-    engine: Engine, prefix: str, head: State, middle: State, options: Options
+    engine: Engine, prefix: str, head: State, middle: State, options: Options, fusion: bool = False
 ) -> tuple[State, list[_Start]]:
-    """The prompt the mode shares, and the states generation may start from."""
+    """The prompt the mode shares, and the states generation may start from.
+
+    With fusion, ``cpc`` offers `FUSION_PATHS` covering paths, for fusion to pick the best of.
+    """
     if options.mode == "cpc":
         conditioning = engine.conditioner.condition(prefix, head=head, middle=middle)
-        best = conditioning.paths[: max(options.lookahead_paths, options.n)]
+        best = conditioning.paths[: max(options.lookahead_paths, options.n, FUSION_PATHS if fusion else 0)]
         prompt = conditioning.prompt
         return prompt, [
             _Start(
@@ -286,6 +296,12 @@ class _Fused:
     fusion: Fusion
     context: State
     text: bytes
+
+    def best(self, starts: list[_Start], count: int) -> list[_Start]:
+        """The ``count`` starts with the best model + fusion score (the order kept among equals)."""
+        scores, _ = self.starts(starts)
+        ranked = sorted(range(len(starts)), key=lambda k: -(starts[k].logprob + scores[k]))
+        return [starts[k] for k in ranked[:count]]
 
     def starts(self, starts: list[_Start]) -> tuple[np.ndarray, list[FusionState]]:
         """Each start's own fusion score (its path and overhang), and its state."""
