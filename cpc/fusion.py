@@ -41,7 +41,7 @@ import numpy as np
 
 from cpc.identifiers import IdentifierModel, NameCounts, TokenShapes, names_in
 from cpc.lm import State
-from cpc.ngram import DocumentCounts, FileCounts, Line, Merged, NGramModel, WithoutLine
+from cpc.ngram import DocumentCounts, FileCounts, Line, Merged, NGramModel, WithoutLine, unchanged_ends
 
 if TYPE_CHECKING:
     from cpc.engine import Engine
@@ -189,13 +189,7 @@ class WorkspaceModel:
         if document is None:
             document = self.documents[key] = _Document([], DocumentCounts(self.order), Counter())
         old = document.texts
-        limit = min(len(old), len(lines))
-        head = 0
-        while head < limit and old[head] == lines[head]:
-            head += 1
-        tail = 0
-        while tail < limit - head and old[-1 - tail] == lines[-1 - tail]:
-            tail += 1
+        head, tail = unchanged_ends(old, lines)
         removed = old[head : len(old) - tail]
         added = lines[head : len(lines) - tail]
         kept = document.counts.lines

@@ -107,13 +107,7 @@ class DocumentCounts:
         ``order - 1`` tokens after it, are taken out and counted again.
         """
         old = self.lines
-        limit = min(len(old), len(lines))
-        head = 0
-        while head < limit and old[head] == lines[head]:
-            head += 1
-        tail = 0
-        while tail < limit - head and old[-1 - tail] == lines[-1 - tail]:
-            tail += 1
+        head, tail = unchanged_ends(old, lines)
         before = _last_tokens(old[:head], self.order - 1)
         after = _first_tokens(old[len(old) - tail :], self.order - 1)
         self._add(before, _flat(old[head : len(old) - tail]) + after, -1)
@@ -304,6 +298,22 @@ def _table(keys: np.ndarray, tokens: np.ndarray) -> _Table:
     starts = np.flatnonzero(np.r_[True, (keys[1:] != keys[:-1]) | (tokens[1:] != tokens[:-1])])
     counts = np.diff(np.r_[starts, len(keys)]).astype(np.uint32)
     return _Table(keys[starts], tokens[starts], counts)
+
+
+def unchanged_ends(old: Sequence, new: Sequence) -> tuple[int, int]:
+    """How many items at the start and at the end of ``old`` and ``new`` are the same (not overlapping).
+
+    >>> unchanged_ends("abcxd", "abyd")
+    (2, 1)
+    """
+    limit = min(len(old), len(new))
+    head = 0
+    while head < limit and old[head] == new[head]:
+        head += 1
+    tail = 0
+    while tail < limit - head and old[-1 - tail] == new[-1 - tail]:
+        tail += 1
+    return head, tail
 
 
 def _flat(lines: Iterable[Line]) -> list[int]:
