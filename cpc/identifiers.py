@@ -10,12 +10,13 @@ name — gives back everything the word earned (TurboBias's refund), so a
 name that is started and not finished nets exactly zero. Tokens that do not
 touch an identifier score 0 (NeMo's neutral non-advancing tokens).
 
-The bonus is per byte, up to `BYTES_PER_TOKEN` bytes per token, so a greedy
-step prefers the token that spells more of a known name (``checks`` over
-``c`` toward ``checksum``) instead of the one the model likes best now and
-cannot finish later — without preferring a long name over a short one for
-its length (per byte without a cap, ``lookup`` beat ``load``, ``options``
-beat ``opts`` on the workspace benchmark). The first token of a word
+The bonus is per byte, so a greedy step prefers the token that spells more
+of a known name (``checksum`` over ``c``: the model's ``c`` leads to
+``compute_weighted_c_values``) instead of the one the model likes best now
+and cannot finish later. But a token earns for no more bytes than the
+shortest rest of a name the word may still become, so a long name does not
+beat a short one for its length (uncapped, ``lo|okup`` beat ``lo|ad`` and
+``options`` beat ``opts`` on the workspace benchmark). The first token of a word
 earns nothing, like the typed bytes of the word at the cursor: a bonus for
 starting names would reward starting another word over ending the line.
 
@@ -28,10 +29,10 @@ leaves at its end (the start of the next word: ``" compute"`` -> ``compute``).
     >>> model = IdentifierModel(names)
     >>> state = model.start(b"x = comp")[1]
     >>> [float(score) for score in model.row(state)]  # "ute" spells "compute"
-    [0.0, 2.0, 0.0, 0.0, 0.0]
-    >>> state = model.next_state(state, 1)  # "compute", two earned
+    [0.0, 3.0, 0.0, 0.0, 0.0]
+    >>> state = model.next_state(state, 1)  # "compute", three earned
     >>> [float(score) for score in model.row(state)]  # going on past the name gives them back; "(" keeps them
-    [-2.0, -2.0, 0.0, 0.0, -2.0]
+    [-3.0, -3.0, 0.0, 0.0, -3.0]
 """
 
 from __future__ import annotations
@@ -51,9 +52,7 @@ from cpc.vocab import Vocabulary
 BONUS = 1.0
 """What one byte on the way to a known name earns (the fusion weight scales it)."""
 
-BYTES_PER_TOKEN = 2
-"""A token earns for this many of its bytes at most: enough to prefer ``checks`` over ``c`` on the way
-to ``checksum``, not so many that ``okup`` (to ``lookup``) beats ``ad`` (to ``load``) for its length."""
+
 
 NAME = re.compile(rb"[A-Za-z_$\x80-\xff][A-Za-z0-9_$\x80-\xff]*")
 """Identifiers in Python, JavaScript and most C-like languages; bytes >= 0x80 are letters of non-ASCII names."""
@@ -193,6 +192,8 @@ class _Prefix:
     extend: np.ndarray
     finish: np.ndarray
     is_name: bool
+    cap: int
+    """The most bytes one token earns for: the shortest rest of a name that starts with the word."""
 
 
 State = tuple[bytes | None, float]
@@ -230,8 +231,8 @@ class IdentifierModel:
         prefix = self._prefix(word)
         if prefix.is_name:
             row[self.shapes.ends_first] += np.float32(earned)
-        row[prefix.extend] = _earned(self.shapes.length[prefix.extend])
-        row[prefix.finish] = _earned(self.shapes.lead[prefix.finish])
+        row[prefix.extend] = _earned(self.shapes.length[prefix.extend], prefix.cap)
+        row[prefix.finish] = _earned(self.shapes.lead[prefix.finish], prefix.cap)
         return row
 
     def next_state(self, state: State, token: int) -> State:
@@ -254,13 +255,14 @@ class IdentifierModel:
                 return 0.0, (piece if self._leads_to_name(piece) else None, 0.0)
             longer = word + piece
             if self._leads_to_name(longer):
-                return _earned(len(piece)), (longer, earned + _earned(len(piece)))
+                gain = float(_earned(len(piece), self._prefix(word).cap))
+                return gain, (longer, earned + gain)
             return -earned, (None, 0.0)
         score = 0.0
-        if word is not None:
+        if word:  # a word this token starts and ends earned nothing, and gives nothing back
             finished = word + piece[:lead]
             if self._is_name(finished):
-                score += _earned(lead)
+                score += float(_earned(lead, self._prefix(word).cap))
             else:
                 score -= earned
         trail = trailing_word(piece)
@@ -301,6 +303,7 @@ class IdentifierModel:
             _union(shapes.words, parts),
             _union(shapes.finishers, rests),
             self._is_name(word),
+            min((len(rest) for rest in rests if rest), default=1),
         )
 
 
@@ -309,6 +312,6 @@ def _union(groups: dict[bytes, np.ndarray], keys: Iterable[bytes]) -> np.ndarray
     return np.concatenate(found) if found else np.zeros(0, dtype=np.int64)
 
 
-def _earned(spelled):
+def _earned(spelled, cap: int):
     """The bonus for spelling ``spelled`` bytes of a name in one token (a number or an array)."""
-    return BONUS * np.minimum(spelled, BYTES_PER_TOKEN)
+    return BONUS * np.minimum(spelled, cap)

@@ -10,7 +10,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from cpc.fusion import FusionWeights, WorkspaceModel
-from cpc.identifiers import BONUS, BYTES_PER_TOKEN, IdentifierModel, NameCounts, TokenShapes, names_in
+from cpc.identifiers import BONUS, IdentifierModel, NameCounts, TokenShapes, names_in
 from cpc.ngram import DISCOUNT, SCALE, DocumentCounts, FileCounts, Merged, NGramModel, WithoutLine, ngrams
 from cpc.tokenizer import TiktokenTokenizer
 from tests.strategies import code_text, examples
@@ -175,10 +175,13 @@ def test_a_word_keeps_its_bonus_only_when_it_ends_on_a_name(toy_identifiers, typ
     for start, end in _words(text):
         if end <= len(typed) or text[start:end] not in TOY_NAMES:
             continue
-        # The typed bytes and a word's first token earn nothing; the others, their bytes in the word, capped.
-        inside = [min(hi, end) - max(lo, start) for lo, hi in spans if lo < end and hi > start]
-        earning = inside if start < len(typed) else inside[1:]
-        expected += sum(BONUS * min(spelled, BYTES_PER_TOKEN) for spelled in earning)
+        # The typed bytes and a word's first token earn nothing; the others earn their bytes in the word,
+        # at most the shortest rest of a name that starts with the word so far.
+        inside = [(max(lo, start), min(hi, end)) for lo, hi in spans if lo < end and hi > start]
+        for lo, hi in inside if start < len(typed) else inside[1:]:
+            so_far = text[start:lo]
+            cap = min(len(n) - len(so_far) for n in TOY_NAMES if n.startswith(so_far) and len(n) > len(so_far))
+            expected += BONUS * min(hi - lo, cap)
     assert total == pytest.approx(expected)
 
 
