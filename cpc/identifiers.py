@@ -54,8 +54,11 @@ BONUS = 1.0
 
 
 
-NAME = re.compile(rb"[A-Za-z_$\x80-\xff][A-Za-z0-9_$\x80-\xff]*")
-"""Identifiers in Python, JavaScript and most C-like languages; bytes >= 0x80 are letters of non-ASCII names."""
+NAME = re.compile(rb"[A-Za-z_$\x80-\xff]*[A-Za-z$\x80-\xff][A-Za-z0-9_$\x80-\xff]*")
+"""Identifiers in Python, JavaScript and most C-like languages; bytes >= 0x80 are letters of non-ASCII names.
+
+A run of underscores alone (a ``# ______`` rule in a comment) is no name: as one, it led the decoder
+to spell ``___________________________`` after a typed ``__``."""
 
 _WORD_BYTES = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_$") | frozenset(range(0x80, 0x100))
 
