@@ -127,7 +127,9 @@ class Fusion:
 
     def final(self, states: Sequence[FusionState]) -> np.ndarray:
         """The end-of-text score of each state (a word left unfinished gives its bonus back)."""
-        return self.weights.identifiers * self.identifiers.final([word for _, word in states])
+        return self.weights.ngram * self.ngram.final([context for context, _ in states]) + (
+            self.weights.identifiers * self.identifiers.final([word for _, word in states])
+        )
 
 
 @dataclass

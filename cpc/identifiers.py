@@ -21,8 +21,8 @@ earns nothing, like the typed bytes of the word at the cursor: a bonus for
 starting names would reward starting another word over ending the line.
 
 Token shapes are precomputed once per vocabulary: how many identifier bytes
-a token starts with, whether it ends the word, and the identifier bytes it
-leaves at its end (the start of the next word: ``" compute"`` -> ``compute``).
+a token starts with, and whether it ends the word (``ghted(`` spells
+``ghted``, then ends it).
 
     >>> names = NameCounts(TokenShapes([b"comp", b"ute", b" comp", b"(", b"x"]))
     >>> names.add(Counter({b"compute": 1}))
@@ -89,14 +89,12 @@ class TokenShapes:
         self.pieces = pieces
         self.lead = np.zeros(size, dtype=np.int32)
         self.breaks = np.zeros(size, dtype=bool)
-        self.trails: list[bytes] = [b""] * size
         for token, piece in enumerate(pieces):
             if not piece:
                 continue
             lead = _lead(piece)
             self.lead[token] = lead
             self.breaks[token] = lead < len(piece)
-            self.trails[token] = trailing_word(piece)
         self.words = _grouped(pieces, (t for t in range(size) if pieces[t] and not self.breaks[t]), None)
         """Tokens made only of identifier bytes, by their bytes."""
         self.finishers = _grouped(pieces, np.flatnonzero(self.breaks & (self.lead > 0)).tolist(), self.lead.__getitem__)

@@ -224,9 +224,6 @@ class FileCounts:
         with self._lock:
             self._files.pop(path, None)
 
-    def __contains__(self, path: str) -> bool:
-        return path in self._files
-
     @property
     def empty(self) -> bool:
         """Nothing committed yet (files added since the last commit do not count)."""
