@@ -7,7 +7,8 @@ continuation step — for two fusion models over the scoring model's token ids:
 - `cpc.ngram.NGramModel`: the nested-scope token n-gram cache (the current
   document, the other open documents, the workspace files);
 - `cpc.identifiers.IdentifierModel`: the workspace's names, with a bonus for
-  spelling one and a refund for starting one that is not finished.
+  spelling one, a refund for starting one that is not finished, and a
+  penalty for a word that leaves them all.
 
 `WorkspaceModel` owns what they count: open documents (updated edit by edit,
 re-counting only changed lines) and workspace files (added as they are read,

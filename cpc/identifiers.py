@@ -10,15 +10,26 @@ name — gives back everything the word earned (TurboBias's refund), so a
 name that is started and not finished nets exactly zero. Tokens that do not
 touch an identifier score 0 (NeMo's neutral non-advancing tokens).
 
+The monitor's part: a word that leaves every known name (or ends on
+something that is not one) also pays `PENALTY`, once, at the token that
+shows it, and so does a token that starts a word no known name starts. A
+refund alone only takes back a bonus; without the penalty an invented name
+(``requiose``, ``outputStream``) costs nothing, and the undefined-name rate on
+the workspace benchmark did not move. A word the user is typing that leads
+to no known name is theirs: it pays nothing.
+
 The bonus is per byte, so a greedy step prefers the token that spells more
 of a known name (``checksum`` over ``c``: the model's ``c`` leads to
 ``compute_weighted_c_values``) instead of the one the model likes best now
 and cannot finish later. But a token earns for no more bytes than the
-shortest rest of a name the word may still become, so a long name does not
-beat a short one for its length (uncapped, ``lo|okup`` beat ``lo|ad`` and
-``options`` beat ``opts`` on the workspace benchmark). The first token of a word
-earns nothing, like the typed bytes of the word at the cursor: a bonus for
-starting names would reward starting another word over ending the line.
+shortest rest of a name the word may still become (or `MIN_CAP`), so a long
+name does not beat a short one for its length (uncapped, ``lo|okup`` beat
+``lo|ad`` and ``options`` beat ``opts`` on the workspace benchmark; capped at
+the shortest rest alone, ``St|ripBOM`` earned 1 byte per token, because
+``Str`` is a name too). The first token of a word earns nothing, like the
+typed bytes of the word at the cursor: a bonus for starting names would
+reward starting another word over ending the line. A word one token starts
+and ends inside it (``x(``) is not judged at all.
 
 Token shapes are precomputed once per vocabulary: how many identifier bytes
 a token starts with, and whether it ends the word (``ghted(`` spells
@@ -28,11 +39,11 @@ a token starts with, and whether it ends the word (``ghted(`` spells
     >>> names.add(Counter({b"compute": 1}))
     >>> model = IdentifierModel(names)
     >>> state = model.start(b"x = comp")[1]
-    >>> [float(score) for score in model.row(state)]  # "ute" spells "compute"
-    [0.0, 3.0, 0.0, 0.0, 0.0]
+    >>> [float(score) for score in model.row(state)]  # "ute" spells "compute"; the others leave it
+    [-1.0, 3.0, -1.0, -1.0, -1.0]
     >>> state = model.next_state(state, 1)  # "compute", three earned
-    >>> [float(score) for score in model.row(state)]  # going on past the name gives them back; "(" keeps them
-    [-3.0, -3.0, 0.0, 0.0, -3.0]
+    >>> [float(score) for score in model.row(state)]  # going on past the name gives them back and pays; "(" keeps them
+    [-4.0, -4.0, 0.0, 0.0, -4.0]
 """
 
 from __future__ import annotations
@@ -51,6 +62,12 @@ from cpc.vocab import Vocabulary
 
 BONUS = 1.0
 """What one byte on the way to a known name earns (the fusion weight scales it)."""
+
+MIN_CAP = 2
+"""A token earns for at least this many bytes, however short the shortest name it may become."""
+
+PENALTY = 1.0
+"""What a word pays for leaving every known name (in bonus units: the fusion weight scales it)."""
 
 
 
@@ -82,7 +99,7 @@ def trailing_word(data: bytes) -> bytes:
 
 
 class TokenShapes:
-    """Per token of a vocabulary: leading identifier bytes, whether it ends a word, its trailing identifier bytes."""
+    """Per token of a vocabulary: leading identifier bytes, whether it ends a word, the word it leaves open."""
 
     def __init__(self, pieces: Sequence[bytes]) -> None:
         size = len(pieces)
@@ -99,6 +116,15 @@ class TokenShapes:
         """Tokens made only of identifier bytes, by their bytes."""
         self.finishers = _grouped(pieces, np.flatnonzero(self.breaks & (self.lead > 0)).tolist(), self.lead.__getitem__)
         """Tokens that end a word after identifier bytes, by those bytes (``ghted(`` under ``ghted``)."""
+        trails = {token: trailing_word(pieces[token]) for token in np.flatnonzero(self.breaks).tolist()}
+        self.trails = _grouped(pieces, (token for token, trail in trails.items() if trail), lambda token: -len(trails[token]))
+        """Tokens that start a word after a break, by its bytes (``(self`` and `` self`` under ``self``)."""
+        self.opens_word = np.zeros(size, dtype=bool)
+        self.opens_word[np.concatenate([np.zeros(0, dtype=np.int64), *self.trails.values()])] = True
+        self.stems = {stem: np.concatenate([ids for ids in (self.words.get(stem), self.trails.get(stem)) if ids is not None])
+                      for stem in self.words.keys() | self.trails.keys()}
+        """Tokens by the word their last identifier bytes are part of: a whole-word token's bytes, or a trail."""
+        self.longest_stem = max(map(len, self.stems), default=0)
         self.length = np.fromiter((len(piece) for piece in pieces), dtype=np.float32, count=size)
         self.ends_first = self.breaks & (self.lead == 0)
         """Tokens whose first byte ends the word (``(``, ``" ."``, ``"\\n"``)."""
@@ -122,10 +148,12 @@ _SHAPES_LOCK = threading.Lock()
 
 
 def _grouped(pieces: Sequence[bytes], tokens: Iterable[int], length: Callable[[int], int] | None) -> dict[bytes, np.ndarray]:
-    """Token ids by their bytes (the first ``length(token)`` of them)."""
+    """Token ids by their bytes (the first ``length(token)`` of them, or the last ``-length(token)``)."""
     grouped: dict[bytes, list[int]] = {}
     for token in tokens:
-        grouped.setdefault(pieces[token][: length(token)] if length else pieces[token], []).append(token)
+        size = length(token) if length else None
+        key = pieces[token] if size is None else pieces[token][size:] if size < 0 else pieces[token][:size]
+        grouped.setdefault(key, []).append(token)
     return {key: np.asarray(ids, dtype=np.int64) for key, ids in grouped.items()}
 
 
@@ -137,7 +165,7 @@ def _lead(piece: bytes) -> int:
 
 
 class NameCounts:
-    """How often each name occurs in the workspace, and the names in byte order."""
+    """How often each name occurs in the workspace, the names in byte order, and the tokens that lead to one."""
 
     def __init__(self, shapes: TokenShapes) -> None:
         self.shapes = shapes
@@ -145,6 +173,11 @@ class NameCounts:
         self._sorted: list[bytes] = []
         self._unsorted: set[bytes] = set()
         """New names not yet in ``_sorted``: a workspace of files adds hundreds of thousands, sorted once."""
+        self.support: Counter[bytes] = Counter()
+        """Per stem of the vocabulary (`TokenShapes.stems`), how many names start with it."""
+        self.leads = np.zeros(len(shapes), dtype=bool)
+        """Per token: the word its last identifier bytes open (or are) leads to a name. Kept up to date
+        name by name, so a request does not look 200,000 stems up in the names."""
         self.lock = threading.Lock()
 
     def add(self, names: Counter[bytes]) -> None:
@@ -154,6 +187,7 @@ class NameCounts:
                     continue
                 if not self.counts[name]:
                     self._unsorted.add(name)
+                    self._support(name, +1)
                 self.counts[name] += count
 
     def remove(self, names: Counter[bytes]) -> None:
@@ -166,10 +200,24 @@ class NameCounts:
                     self.counts[name] = left
                     continue
                 del self.counts[name]
+                self._support(name, -1)
                 if name in self._unsorted:
                     self._unsorted.discard(name)
                 else:
                     del self._sorted[bisect_left(self._sorted, name)]
+
+    def stems_of(self, name: bytes) -> Iterable[bytes]:
+        """The vocabulary's stems that ``name`` starts with."""
+        stems = self.shapes.stems
+        return (name[:length] for length in range(1, min(len(name), self.shapes.longest_stem) + 1) if name[:length] in stems)
+
+    def _support(self, name: bytes, change: int) -> None:
+        for stem in self.stems_of(name):
+            self.support[stem] += change
+            if self.support[stem] == (1 if change > 0 else 0):
+                self.leads[self.shapes.stems[stem]] = change > 0
+            if not self.support[stem]:
+                del self.support[stem]
 
     @property
     def sorted(self) -> list[bytes]:
@@ -204,12 +252,23 @@ State = tuple[bytes | None, float]
 class IdentifierModel:
     """The fusion model over a snapshot of the names (``left_out``: occurrences that do not count)."""
 
-    def __init__(self, names: NameCounts, left_out: Counter[bytes] | None = None) -> None:
+    def __init__(self, names: NameCounts, left_out: Counter[bytes] | None = None, penalty: float = PENALTY) -> None:
         shapes = names.shapes
         self.shapes = shapes
+        self.penalty = penalty
         with names.lock:
             self.sorted = list(names.sorted)
             self.excluded = {name for name, count in (left_out or {}).items() if names.counts.get(name, 0) <= count}
+            leads = names.leads.copy()
+            lost = Counter(stem for name in self.excluded for stem in names.stems_of(name))
+            for stem, count in lost.items():
+                if names.support[stem] <= count:
+                    leads[shapes.stems[stem]] = False
+        dead = np.where(leads, np.float32(0.0), np.float32(-penalty))
+        self._opening = np.where(shapes.opens_word, dead, np.float32(0.0))
+        """Scores of the words tokens open after a break: nothing, or the penalty for one that leads nowhere."""
+        self._fresh = np.where(shapes.breaks, self._opening, dead * (shapes.length > 0))
+        """Scores from outside a word: whole-word tokens are judged too."""
         self._prefixes: dict[bytes, _Prefix] = {}
 
     def start(self, text: bytes, overhang: bytes = b"") -> tuple[float, State]:
@@ -226,14 +285,17 @@ class IdentifierModel:
     def row(self, state: State) -> np.ndarray:
         """Every token's score from ``state``: bonus on the way to a name, refund when leaving it."""
         word, earned = state
-        if not word:  # outside a word, or in one that leads to no name: nothing to earn or give back
-            return np.zeros(len(self.shapes), dtype=np.float32)
-        row = np.full(len(self.shapes), 0.0 - earned, dtype=np.float32)  # 0.0, not -0.0, when nothing was earned
+        if word is None:  # in a word that leads to no name: only the words tokens open count
+            return self._opening.copy()
+        if not word:
+            return self._fresh.copy()
+        leaving = np.float32(-earned - self.penalty)
+        row = self._opening + leaving
         prefix = self._prefix(word)
         if prefix.is_name:
-            row[self.shapes.ends_first] += np.float32(earned)
+            row[self.shapes.ends_first] -= leaving
         row[prefix.extend] = _earned(self.shapes.length[prefix.extend], prefix.cap)
-        row[prefix.finish] = _earned(self.shapes.lead[prefix.finish], prefix.cap)
+        row[prefix.finish] = _earned(self.shapes.lead[prefix.finish], prefix.cap) + self._opening[prefix.finish]
         return row
 
     def next_state(self, state: State, token: int) -> State:
@@ -253,23 +315,30 @@ class IdentifierModel:
             if word is None:
                 return 0.0, (None, 0.0)
             if not word:
-                return 0.0, (piece if self._leads_to_name(piece) else None, 0.0)
+                return self._opened(piece)
             longer = word + piece
             if self._leads_to_name(longer):
                 gain = float(_earned(len(piece), self._prefix(word).cap))
                 return gain, (longer, earned + gain)
-            return -earned, (None, 0.0)
+            return -earned - self.penalty, (None, 0.0)
         score = 0.0
         if word:  # a word this token starts and ends earned nothing, and gives nothing back
             finished = word + piece[:lead]
             if self._is_name(finished):
                 score += float(_earned(lead, self._prefix(word).cap))
             else:
-                score -= earned
+                score -= earned + self.penalty
         trail = trailing_word(piece)
         if not trail:
             return score, (b"", 0.0)
-        return score, (trail if self._leads_to_name(trail) else None, 0.0)
+        opened, state = self._opened(trail)
+        return score + opened, state
+
+    def _opened(self, word: bytes) -> tuple[float, State]:
+        """A word started by a token: free when it leads to a name, the penalty when it leads nowhere."""
+        if self._leads_to_name(word):
+            return 0.0, (word, 0.0)
+        return -self.penalty, (None, 0.0)
 
     def _names_starting(self, prefix: bytes) -> Iterable[bytes]:
         names = self.sorted
@@ -304,7 +373,7 @@ class IdentifierModel:
             _union(shapes.words, parts),
             _union(shapes.finishers, rests),
             self._is_name(word),
-            min((len(rest) for rest in rests if rest), default=1),
+            max(MIN_CAP, min((len(rest) for rest in rests if rest), default=1)),
         )
 
 

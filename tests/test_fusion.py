@@ -10,7 +10,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from cpc.fusion import FusionWeights, WorkspaceModel
-from cpc.identifiers import BONUS, IdentifierModel, NameCounts, TokenShapes, names_in
+from cpc.identifiers import BONUS, MIN_CAP, PENALTY, IdentifierModel, NameCounts, TokenShapes, names_in
 from cpc.ngram import DISCOUNT, SCALE, DocumentCounts, FileCounts, Merged, NGramModel, WithoutLine, ngrams
 from cpc.tokenizer import TiktokenTokenizer
 from tests.strategies import code_text, examples
@@ -119,8 +119,10 @@ def test_incremental_updates_equal_a_rebuild(cl100k, text, steps):
     assert live.documents["doc"].names == rebuilt.documents["doc"].names
     assert live.names.counts == rebuilt.names.counts
     assert live.names.sorted == rebuilt.names.sorted
+    assert live.names.support == rebuilt.names.support
+    assert np.array_equal(live.names.leads, rebuilt.names.leads)
     live.close_document("doc")
-    assert not live.names.counts and not live.names.sorted
+    assert not live.names.counts and not live.names.sorted and not live.names.support and not live.names.leads.any()
 
 
 # --- the identifier model -----------------------------------------------------------------------
@@ -155,8 +157,11 @@ def _words(data: bytes) -> list[tuple[int, int]]:
 @given(st.sampled_from([b"", b"x = ", b"x = comp", b"x = co", b"y = compz"]), st.lists(st.integers(0, len(TOY_PIECES) - 1), max_size=10))
 @example(b"x = comp", [1, 3, 4, 6])  # compute_x(
 @example(b"x = comp", [1, 3, 5, 6])  # compute_s( : started, not finished
+@example(b"x = ", [8, 5, 7])  # " comp", "s", " ": a word that leaves the names
+@example(b"y = compz", [1, 6])  # the user's own new word pays nothing
 def test_a_word_keeps_its_bonus_only_when_it_ends_on_a_name(toy_identifiers, typed, tokens):
-    """Scores along any token path, plus `final`, add up to what the words that end as names earned.
+    """Scores along any token path, plus `final`, add up to what the words that end as names earned,
+    less the penalty for each word that was seen to leave every name.
 
     So a name that is started and not finished nets exactly zero (the refund).
     """
@@ -173,21 +178,39 @@ def test_a_word_keeps_its_bonus_only_when_it_ends_on_a_name(toy_identifiers, typ
         offset = spans[-1][1]
     expected = 0.0
     for start, end in _words(text):
-        if end <= len(typed) or text[start:end] not in TOY_NAMES:
+        if end == len(typed) < len(text) and _leads(text[start:end]) and text[start:end] not in TOY_NAMES:
+            expected -= PENALTY  # the typed word, ended on no name by the first token
+        if end <= len(typed) or (start < len(typed) and not _leads(text[start : len(typed)])):
+            continue  # typed, or the user's own word
+        tokens_in = [(lo, hi) for lo, hi in spans if lo < end and hi > start]
+        # Judged at the end of each token in the word (on the way to a name?) and where it ends (a name?),
+        # unless one token starts and ends it inside.
+        if start >= len(typed) and len(tokens_in) == 1 and end < tokens_in[0][1]:
+            continue
+        checks = [text[start:hi] if hi <= end else None for _, hi in tokens_in]
+        leaves = any(_leads(so_far) is False for so_far in checks if so_far is not None)
+        if end < len(text) and text[start:end] not in TOY_NAMES:
+            leaves = True
+        expected -= PENALTY * leaves
+        if text[start:end] not in TOY_NAMES:
             continue
         # The typed bytes and a word's first token earn nothing; the others earn their bytes in the word,
-        # at most the shortest rest of a name that starts with the word so far.
-        inside = [(max(lo, start), min(hi, end)) for lo, hi in spans if lo < end and hi > start]
+        # at most the shortest rest of a name that starts with the word so far (and at least MIN_CAP).
+        inside = [(max(lo, start), min(hi, end)) for lo, hi in tokens_in]
         for lo, hi in inside if start < len(typed) else inside[1:]:
             so_far = text[start:lo]
             cap = min(len(n) - len(so_far) for n in TOY_NAMES if n.startswith(so_far) and len(n) > len(so_far))
-            expected += BONUS * min(hi - lo, cap)
+            expected += BONUS * min(hi - lo, max(MIN_CAP, cap))
     assert total == pytest.approx(expected)
+
+
+def _leads(word: bytes) -> bool:
+    return any(name.startswith(word) for name in TOY_NAMES)
 
 
 def test_rows_agree_with_the_steps(toy_identifiers):
     model = toy_identifiers
-    for typed in (b"", b"x = comp", b"x = compute", b"(compz"):
+    for typed in (b"", b"x = comp", b"x = compute", b"(compz", b"x = co", b"(", b"x = c"):
         _, state = model.start(typed)
         row = model.row(state)
         for token in range(len(TOY_PIECES)):
@@ -201,6 +224,9 @@ def test_the_word_at_the_cursor_is_no_name():
     _, state = model.start(b"= comp")
     assert state == (None, 0.0)
     assert IdentifierModel(names).start(b"= comp")[1] == (b"comp", 0.0)
+    comp = TOY_PIECES.index(b" comp")  # a word no name left in the snapshot starts: the penalty
+    assert model.row(model.start(b"=")[1])[comp] == -PENALTY == model._step((b"", 0.0), b" comp", comp)[0]
+    assert IdentifierModel(names).row(model.start(b"=")[1])[comp] == 0.0
 
 
 # --- fusion over a real tokenizer ---------------------------------------------------------------
