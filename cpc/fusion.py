@@ -182,8 +182,13 @@ class WorkspaceModel:
             self._file_bytes.pop(path, None)
 
     def commit(self) -> None:
-        """Make the files added so far visible to the n-gram model (seconds for tens of megabytes)."""
+        """Make the files added so far visible to the n-gram model (seconds for tens of megabytes).
+
+        The names are put in order here too, so that no request pays for sorting a workspace's worth.
+        """
         self.files.commit()
+        with self.names.lock:
+            self.names.sort()
 
     def update_document(self, key: str, text: str) -> None:
         """An open document's new text: only the lines that changed are tokenized and counted again."""

@@ -222,13 +222,17 @@ class NameCounts:
     @property
     def sorted(self) -> list[bytes]:
         """Every name, in byte order (call with ``lock`` held)."""
+        self.sort()
+        return self._sorted
+
+    def sort(self) -> None:
+        """Put the names added since the last sort in order (call with ``lock`` held)."""
         if len(self._unsorted) > 64:
             self._sorted = sorted(self.counts)
         else:
             for name in self._unsorted:
                 self._sorted.insert(bisect_left(self._sorted, name), name)
         self._unsorted.clear()
-        return self._sorted
 
     def __len__(self) -> int:
         return len(self.counts)
