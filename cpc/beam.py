@@ -64,26 +64,43 @@ class Snapshot:
 
     Only text tokens and end-of-text are kept: control tokens that never
     produce bytes are dropped and the rest renormalised, so the byte model
-    is a proper distribution. Two float64 arrays, no per-token objects.
+    is a proper distribution. Probabilities in float64, no per-token objects.
+
+    A snapshot is made for every state the model evaluates, so it is kept
+    cheap: the exponentials are taken at the precision of the model's rows
+    (llama.cpp's are float32: their own rounding is as large as that of a
+    float32 exponential; a float64 row, as the exactness tests' toy models
+    give, stays float64) and summed in float64, and the prefix sums that
+    `mass` and `masses` use over wide ranges are built on first use
+    (generation never needs them).
     """
 
-    __slots__ = ("tokens", "probs", "cumsum", "eos")
+    __slots__ = ("tokens", "probs", "eos", "_cumsum")
 
     def __init__(self, tokens: State, logprobs: np.ndarray, index: PrefixIndex, eos_ids: np.ndarray):
-        row = np.asarray(logprobs, dtype=np.float64)
+        row = np.asarray(logprobs)
+        if row.dtype != np.float32:
+            row = row.astype(np.float64)
         text = row[index.order]
-        eos = row[eos_ids]
-        top = max(text.max(), eos.max()) if len(eos) else text.max()
-        probs = np.exp(text - top)
+        eos = row[eos_ids].astype(np.float64)
+        top = max(float(text.max()), float(eos.max())) if len(eos) else float(text.max())
+        probs = np.exp(text - row.dtype.type(top)).astype(np.float64)
         eos_mass = float(np.exp(eos - top).sum())
         total = probs.sum() + eos_mass
         probs /= total
         self.tokens = tokens
         self.probs = probs
         """``probs[k]``: probability of the token at sorted position ``k``."""
-        self.cumsum = np.concatenate(([0.0], np.cumsum(probs)))
         self.eos = eos_mass / total
         """Probability that the text ends here."""
+        self._cumsum: np.ndarray | None = None
+
+    @property
+    def cumsum(self) -> np.ndarray:
+        """``cumsum[k]``: the probability of the tokens at sorted positions below ``k``."""
+        if self._cumsum is None:
+            self._cumsum = np.concatenate(([0.0], np.cumsum(self.probs)))
+        return self._cumsum
 
     def mass(self, lo: int, hi: int) -> float:
         """Probability that the next token lies in sorted positions ``[lo, hi)``."""
@@ -97,7 +114,7 @@ class Snapshot:
 
     @property
     def nbytes(self) -> int:
-        return self.probs.nbytes + self.cumsum.nbytes
+        return self.probs.nbytes * 2 + 8  # with the prefix sums, once built
 
 
 class SnapshotCache:

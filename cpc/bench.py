@@ -12,6 +12,11 @@ identifier has to come from the model.
 Per mode and kind: ``word_exact`` (the completion finishes the identifier
 exactly), ``line_exact`` (it is exactly the rest of the line), median and
 95th-percentile latency, and model calls per request.
+
+Prompts are ``long`` (up to `CONTEXT_CHARS` before the cursor: the engine's
+whole prompt window) or ``short`` (whole lines, at most `SHORT_PROMPT_TOKENS`
+of the model's tokens: a small file, where a shared prefill cannot hide
+the extra model calls), on the same cursors.
 """
 
 from __future__ import annotations
@@ -23,17 +28,20 @@ import statistics
 import sys
 import sysconfig
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from cpc.engine import Engine
 from cpc.generate import Generation, Options, generate
+from cpc.tokenizer import Tokenizer
 
 KINDS = ("boundary", "inside")
 STDLIB = "<stdlib>"
 IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{3,}")
 WORD_CHARS = re.compile(r"[A-Za-z0-9_]*")
 CONTEXT_CHARS = 6000
+SHORT_PROMPT_TOKENS = 300
+PROMPTS = ("long", "short")
 
 
 @dataclass(frozen=True)
@@ -95,6 +103,30 @@ def around_cursor(source: str, cursor: int, word_end: int) -> tuple[str, str, st
     without trailing blanks."""
     line_rest = source[cursor:].partition("\n")[0]
     return source[max(0, cursor - CONTEXT_CHARS) : cursor], source[cursor:word_end], line_rest.rstrip()
+
+
+def shorten(tokenizer: Tokenizer, prefix: str, max_tokens: int = SHORT_PROMPT_TOKENS) -> str:
+    """The last whole lines of ``prefix`` (and the cursor's line) that come to at most ``max_tokens`` tokens.
+
+    The cursor's line is kept whole even when it alone is longer.
+
+    >>> from cpc.tokenizer import TiktokenTokenizer
+    >>> shorten(TiktokenTokenizer(), "a = 1\\nb = 2\\nc = b", max_tokens=10)
+    'b = 2\\nc = b'
+    """
+    starts = [0] + [k + 1 for k, char in enumerate(prefix) if char == "\n"]
+
+    def fits(start: int) -> bool:
+        return len(tokenizer.encode(prefix[start:].encode("utf-8"))) <= max_tokens
+
+    low, high = 0, len(starts) - 1  # the first line start whose text fits (the last one always counts)
+    while low < high:
+        middle = (low + high) // 2
+        if fits(starts[middle]):
+            high = middle
+        else:
+            low = middle + 1
+    return prefix[starts[low] :]
 
 
 def _kind(engine: Engine, text: str, cursor: int) -> str:
@@ -180,10 +212,15 @@ def run(
     modes: list[str],
     max_tokens: int = 48,
     progress: Callable[[str, float], None] | None = None,
+    prompt: str = "long",
 ) -> dict:
     """The whole benchmark: the ``--json`` object of ``cpc bench``."""
+    if prompt not in PROMPTS:
+        raise ValueError(f"unknown prompt length {prompt!r}: choose one of {', '.join(PROMPTS)}")
     report = progress or (lambda message, fraction: None)
     drawn = draw_cases(engine, expand(pattern), cases, seed)
+    if prompt == "short":
+        drawn = [replace(case, prefix=shorten(engine.tokenizer, case.prefix)) for case in drawn]
     outcomes: dict[str, list[Outcome]] = {mode: [] for mode in modes}
     for number, case in enumerate(drawn):
         for mode in modes:
@@ -199,6 +236,8 @@ def run(
         "files": pattern,
         "cases": len(drawn),
         "seed": seed,
+        "prompt": prompt,
+        "prompt_tokens_p50": statistics.median(len(engine.tokenizer.encode(c.prefix.encode("utf-8"))) for c in drawn),
         "results": results,
         "overall": overall,
         "acceptance": acceptance(results, overall),
@@ -221,7 +260,14 @@ def acceptance(results: dict, overall: dict) -> dict:
             checks["cpc_minus_naive_boundary"] = round(
                 cpc["boundary"].get("word_exact", 0) - naive["boundary"].get("word_exact", 0), 4
             )
-            checks["cpc_p50_over_naive_p50"] = ratio(overall["cpc"].get("p50_ms"), overall["naive"].get("p50_ms"))
+            for quantile in ("p50", "p95"):
+                checks[f"cpc_{quantile}_over_naive_{quantile}"] = ratio(
+                    overall["cpc"].get(f"{quantile}_ms"), overall["naive"].get(f"{quantile}_ms")
+                )
+                for kind in KINDS:
+                    checks[f"cpc_{quantile}_over_naive_{quantile}_{kind}"] = ratio(
+                        cpc[kind].get(f"{quantile}_ms"), naive[kind].get(f"{quantile}_ms")
+                    )
         if "heal" in results:
             checks["cpc_minus_heal_inside"] = round(
                 cpc["inside"].get("word_exact", 0) - results["heal"]["inside"].get("word_exact", 0), 4
@@ -253,7 +299,8 @@ def plot(result: dict, path: str) -> None:
     )
     latency.set_ylabel("median ms per cold request")
     latency.set_title("latency")
-    fig.suptitle(f"{result['model']}: {result['cases']} cursors in {Path(result['files']).name} (seed {result['seed']})")
+    fig.suptitle(f"{result['model']}: {result['cases']} cursors in {Path(result['files']).name} (seed {result['seed']}), "
+                 f"{result.get('prompt', 'long')} prompts")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
 
@@ -287,7 +334,8 @@ def grouped_bars(
 
 def print_table(result: dict, stream=None) -> None:
     stream = stream or sys.stdout
-    print(f"{result['model']}: {result['cases']} cases from {result['files']} (seed {result['seed']})", file=stream)
+    prompt = f", {result['prompt']} prompts (p50 {result['prompt_tokens_p50']:.0f} tokens)" if "prompt" in result else ""
+    print(f"{result['model']}: {result['cases']} cases from {result['files']} (seed {result['seed']}){prompt}", file=stream)
     rows = [
         {"mode": mode, "kind": kind, **row}
         for mode, by_kind in result["results"].items()

@@ -72,6 +72,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                        "files as the workspace (dev: stdlib packages a-m + npm's libs; check: stdlib packages n-z; "
                        "or a glob of directories)")
     bench.add_argument("--cases", type=int, default=60, help="cursor positions, half of each kind (default 60)")
+    bench.add_argument("--prompt", choices=("long", "short"), default="long",
+                       help="long: up to the engine's prompt window before the cursor (default); short: whole lines, "
+                       "at most 300 tokens (a small file)")
     bench.add_argument("--seed", type=int, default=1)
     bench.add_argument("--modes", help="comma-separated modes (default naive,heal,cpc; with --workspace "
                        "cpc,cpc+fusion,cpc+context,naive+fusion: a mode, then +fusion and/or +context)")
@@ -195,7 +198,8 @@ def _bench(args: argparse.Namespace) -> int:
         raise ValueError(f"unknown mode(s) {', '.join(unknown)}: choose among {', '.join(MODES)}")
     engine = Engine.load(args.model, progress=stderr_progress)
     files = args.files or "<stdlib>/[a-m]*.py"
-    result = bench.run(engine, files, args.cases, args.seed, modes, args.max_tokens, progress=stderr_progress)
+    result = bench.run(engine, files, args.cases, args.seed, modes, args.max_tokens, progress=stderr_progress,
+                       prompt=args.prompt)
     bench.print_table(result)
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2))

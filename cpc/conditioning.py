@@ -56,6 +56,41 @@ def prompt_window(tokens: State | list[int], max_tokens: int) -> State:
     return tuple(tokens[dropped:])
 
 
+def stable_tokens(tokenizer: Tokenizer, text: str, max_tokens: int) -> tuple[State, int]:
+    """The model's tokens of the stable part of ``text`` (taken in context, at most ``max_tokens``
+    of the last), and the byte offset where they end: where the tail starts for this tokenizer.
+
+    That is the last token boundary at or before the pre-tokenizer's split; a tokenizer whose
+    tokens cross the split (Gemma's ``"  "`` in ``"  def"``) starts the tail earlier.
+
+    >>> from cpc.tokenizer import TiktokenTokenizer
+    >>> stable_tokens(TiktokenTokenizer(), "x = self.wid", 100)
+    ((87, 284, 659), 8)
+    """
+    data = text.encode("utf-8")
+    tail_start = len(text[: split_tail(text).start].encode("utf-8"))
+    pieces = tokenizer.vocab.pieces
+    tokens = tokenizer.encode(data)
+    end = 0
+    count = 0
+    for token in tokens:
+        piece = pieces[token]
+        if end + len(piece) > tail_start:
+            break
+        if data[end : end + len(piece)] != piece:
+            # The tokenizer did not spell the stable part (a byte it has no
+            # token for, NFKC): token lengths no longer say where the tail
+            # starts, so the stable part is encoded alone.
+            return prompt_window(tokenizer.encode(data[:tail_start]), max_tokens), tail_start
+        end += len(piece)
+        count += 1
+    # The tail must start on a character boundary (byte-level tokens may not).
+    while count and ends_inside_character(data[:end]):
+        count -= 1
+        end -= len(pieces[tokens[count]])
+    return prompt_window(tokens[:count], max_tokens), end
+
+
 @dataclass(frozen=True)
 class CoveringPath:
     """One tokenization of the tail: the state to continue generating from."""
@@ -118,7 +153,7 @@ class Conditioner:
         the FIM-suffix and FIM-middle tokens in ``middle``.
         """
         data = text.encode("utf-8")
-        prompt, anchor = self._prompt(text, data)
+        prompt, anchor = stable_tokens(self.tokenizer, text, self.max_prompt_tokens)
         tail = data[anchor:]
         lm_start = (self.beam.lm.bos if head is None else head) + prompt + middle
         self._prefetch(lm_start, tail)
@@ -174,30 +209,6 @@ class Conditioner:
             if len(self._canonical_cache) > 4096:
                 self._canonical_cache.popitem(last=False)
         return tokens
-
-    def _prompt(self, text: str, data: bytes) -> tuple[State, int]:
-        """The stable part's tokens (in context) and the byte offset where they end."""
-        tail_start = len(text[: split_tail(text).start].encode("utf-8"))
-        pieces = self.tokenizer.vocab.pieces
-        tokens = self.tokenizer.encode(data)
-        end = 0
-        count = 0
-        for token in tokens:
-            piece = pieces[token]
-            if end + len(piece) > tail_start:
-                break
-            if data[end : end + len(piece)] != piece:
-                # The tokenizer did not spell the stable part (a byte it has no
-                # token for, NFKC): token lengths no longer say where the tail
-                # starts, so the stable part is encoded alone.
-                return prompt_window(self.tokenizer.encode(data[:tail_start]), self.max_prompt_tokens), tail_start
-            end += len(piece)
-            count += 1
-        # The tail must start on a character boundary (byte-level tokens may not).
-        while count and ends_inside_character(data[:end]):
-            count -= 1
-            end -= len(pieces[tokens[count]])
-        return prompt_window(tokens[:count], self.max_prompt_tokens), end
 
     def _prefetch(self, start: State, tail: bytes) -> None:
         """Fetch every snapshot the beam can need in one batched call (the canonical tail states)."""

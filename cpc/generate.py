@@ -79,6 +79,10 @@ class Options:
     max_suffix_tokens: int = 256
     lookahead_paths: int = 4
     """``cpc``: how many of the best covering paths compete for the first generated token."""
+    lookahead_margin: float = 4.0
+    """``cpc``: of those, only the paths at most this many nats behind the best are evaluated. One
+    further behind wins only where the best path's likeliest next token has a probability under
+    ``e**-margin`` (2 % for 4 nats); each path evaluated costs the model's output layer once more."""
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -227,7 +231,10 @@ def _generate(engine: Engine, prefix: str, suffix: str, options: Options, fusion
     prompt, starts = _starts(engine, prefix, head, middle, options, fusion is not None)
     fused = _Fused(fusion, prompt[: len(prompt) - len(middle)], prefix.encode("utf-8")) if fusion else None
     if fused is not None:
-        starts = fused.best(starts, max(options.lookahead_paths, options.n))
+        starts, scores = fused.best(starts, max(options.lookahead_paths, options.n))
+    else:
+        scores = [start.logprob for start in starts]
+    starts = _contenders(starts, scores, options.lookahead_margin, options.n)
     streams = _first_tokens(engine, starts, options, len(prompt), fused)
     rules = StopRules.around(prefix, suffix, multiline=options.multiline)
     for stream in streams:
@@ -297,11 +304,12 @@ class _Fused:
     context: State
     text: bytes
 
-    def best(self, starts: list[_Start], count: int) -> list[_Start]:
-        """The ``count`` starts with the best model + fusion score (the order kept among equals)."""
+    def best(self, starts: list[_Start], count: int) -> tuple[list[_Start], list[float]]:
+        """The ``count`` starts with the best model + fusion score (the order kept among equals), and those scores."""
         scores, _ = self.starts(starts)
-        ranked = sorted(range(len(starts)), key=lambda k: -(starts[k].logprob + scores[k]))
-        return [starts[k] for k in ranked[:count]]
+        fused = [start.logprob + float(score) for start, score in zip(starts, scores)]
+        ranked = sorted(range(len(starts)), key=lambda k: -fused[k])[:count]
+        return [starts[k] for k in ranked], [fused[k] for k in ranked]
 
     def starts(self, starts: list[_Start]) -> tuple[np.ndarray, list[FusionState]]:
         """Each start's own fusion score (its path and overhang), and its state."""
@@ -312,6 +320,14 @@ class _Fused:
             scores.append(float(score[0]))
             states.append(state)
         return np.asarray(scores), states
+
+
+def _contenders(starts: list[_Start], scores: list[float], margin: float, keep: int) -> list[_Start]:
+    """The starts (best first) that can still win the first token: within ``margin`` of the best, at least ``keep``."""
+    if not starts:
+        return starts
+    best = max(scores)
+    return [start for k, (start, score) in enumerate(zip(starts, scores)) if k < keep or score >= best - margin]
 
 
 def _first_tokens(

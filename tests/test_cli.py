@@ -143,3 +143,16 @@ def test_bench_json_contract_and_plot(tmp_path):
             assert row["p95_ms"] >= row["p50_ms"] > 0 and row["lm_calls"] >= 1
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "word" in result.stdout and "cpc_inside_over_boundary" in result.stdout
+
+
+def test_bench_short_prompts_report_the_latency_ratios(tmp_path):
+    out = tmp_path / "bench.json"
+    result = run_cpc("bench", "--model", "smollm2", "--files", "<stdlib>/json/**/*.py", "--cases", "4", "--seed", "3",
+                     "--modes", "naive,cpc", "--max-tokens", "4", "--prompt", "short", "--json", str(out))
+    assert result.returncode == 0, result.stderr
+    payload = json.loads(out.read_text())
+    assert payload["prompt"] == "short" and 0 < payload["prompt_tokens_p50"] <= 300
+    for quantile in ("p50", "p95"):
+        for kind in ("", "_boundary", "_inside"):
+            assert payload["acceptance"][f"cpc_{quantile}_over_naive_{quantile}{kind}"] > 0
+    assert "short prompts" in result.stdout

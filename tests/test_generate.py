@@ -112,3 +112,23 @@ def test_cpc_completions_never_contradict_what_was_typed(engine, text, cut):
     prefix = TEXTWRAP[start : start + cut] + text
     for completion in generate(engine, prefix, options=Options(n=2, max_tokens=3)).completions:
         assert rereads_the_prefix(engine, prefix, completion), (prefix[-30:], completion)
+
+
+def test_paths_far_behind_the_best_do_not_compete_for_the_first_token(engine):
+    """A path more than ``lookahead_margin`` nats behind the best is not evaluated (at least ``n`` are)."""
+    from cpc.generate import _contenders, _Start
+
+    starts = [_Start((1, k), logprob) for k, logprob in enumerate([-0.1, -2.0, -4.2, -9.0])]
+    scores = [start.logprob for start in starts]
+    assert [s.logprob for s in _contenders(starts, scores, 4.0, 1)] == [-0.1, -2.0]
+    assert [s.logprob for s in _contenders(starts, scores, 4.0, 3)] == [-0.1, -2.0, -4.2]
+    assert len(_contenders(starts, scores, float("inf"), 1)) == 4
+    prefix = "import numpy as np\nx = np.zer"
+    evaluated = []
+    for margin in (float("inf"), 0.0):
+        engine.conditioner.clear()
+        before = engine.lm.stats.states
+        result = generate(engine, prefix, "", Options(max_tokens=1, lookahead_margin=margin))
+        evaluated.append(engine.lm.stats.states - before)
+        assert result.completions[0].text.startswith("o")
+    assert evaluated[1] < evaluated[0]
