@@ -57,6 +57,9 @@ __all__ = ["MODES", "Cancelled", "Completion", "Generation", "Options", "StopRul
 
 MODES = ("naive", "heal", "cpc")
 
+MARGINAL_TOKENS = 32
+"""``cpc``: first tokens per covering path whose mass the byte-level marginal sums."""
+
 FUSION_PATHS = 16
 """With fusion, the covering paths ranked again on model + fusion score before the best
 ``lookahead_paths`` compete: a path whose token spells on into a workspace name (``" frob"``
@@ -143,6 +146,8 @@ class _Stream:
     done: bool = False
     generated: int = 0
     fusion_state: FusionState | None = None
+    first: bool = False
+    """The stream the byte-level marginal chose: it comes first, whatever its score."""
 
 
 @dataclass(frozen=True)
@@ -347,6 +352,8 @@ def _first_tokens(
         rows, next_states = fused.fusion.advance(states)
         ends = fused.fusion.final(states)
     options_by_bytes: dict[bytes, tuple[float, _Start, int | None, FusionState | None]] = {}
+    mass_by_bytes: dict[bytes, float] = {}
+    per_start = max(options.n, MARGINAL_TOKENS if options.mode == "cpc" else 0)
     for number, (start, snapshot) in enumerate(zip(starts, snapshots)):
         lo, hi = start.allowed or (0, len(index))
         probs = snapshot.probs[lo:hi]
@@ -355,11 +362,11 @@ def _first_tokens(
             continue
         bonus = np.zeros(0)
         if fused is None:
-            top = _best(probs, options.n)
+            top = _best(probs, per_start)
         else:
             bonus = rows[number][index.order[lo:hi]].astype(np.float64) + start_scores[number]
             with np.errstate(divide="ignore"):
-                top = _best(np.log(probs) + bonus, options.n)
+                top = _best(np.log(probs) + bonus, per_start)
         choices: list[tuple[float, float, int | None]] = [
             (float(probs[k]), float(bonus[k]) if len(bonus) else 0.0, int(index.order[lo + k])) for k in top
         ]
@@ -371,16 +378,23 @@ def _first_tokens(
                 continue
             data = start.shown + (pieces[token] if token is not None else b"")
             logprob = start.logprob + math.log(probability / total) + fusion_score
+            mass_by_bytes[data] = mass_by_bytes.get(data, 0.0) + math.exp(logprob)
             known = options_by_bytes.get(data)
             if known is None or known[0] < logprob:
                 state = next_states[number, token] if fused is not None and token is not None else None
                 options_by_bytes[data] = (logprob, start, token, state)
-    best = sorted(options_by_bytes.values(), key=lambda choice: choice[0], reverse=True)[: options.n]
+    ranked = sorted(options_by_bytes, key=lambda data: options_by_bytes[data][0], reverse=True)
+    if options.mode == "cpc" and ranked:
+        first = _by_byte_marginal(mass_by_bytes)
+        ranked.remove(first)
+        ranked.insert(0, first)
+    best = [options_by_bytes[data] for data in ranked[: options.n]]
     streams = []
     for logprob, start, token, state in best:
         detok = Detokenizer(engine.vocab, context=start.typed)
         stream = _Stream(start.tokens, prompt_length, start.typed, logprob, detok, detok.push_bytes(start.shown))
         stream.fusion_state = state
+        stream.first = options.mode == "cpc" and not streams
         if token is None:
             stream.done = True
         else:
@@ -391,6 +405,34 @@ def _first_tokens(
             stream.text += detok.push_bytes(piece)
         streams.append(stream)
     return streams
+
+
+def _by_byte_marginal(masses: dict[bytes, float]) -> bytes:
+    """The first token's bytes that the byte-level marginal leads to.
+
+    ``masses`` holds, per byte string a (covering path, first token) pair
+    spells after the cursor, the probability of the pairs that spell it. From
+    the cursor, follow the next byte with the most mass summed over every
+    pair that spells it, until stopping here holds more mass than any next
+    byte. So segmentations of different lengths are compared on the bytes
+    they agree on: ``sys._|`` goes on with ``g`` when the paths through
+    ``._`` + ``getframe`` and ``.`` + ``_get…`` together outweigh ``.`` +
+    ``_frame``, however the best single pair scores.
+
+    >>> _by_byte_marginal({b"frame": 0.3, b"getframe": 0.25, b"get": 0.2})
+    b'getframe'
+    """
+    prefix = b""
+    live = masses
+    while True:
+        following: dict[int, float] = {}
+        for data, mass in live.items():
+            if len(data) > len(prefix):
+                following[data[len(prefix)]] = following.get(data[len(prefix)], 0.0) + mass
+        if not following or live.get(prefix, 0.0) >= max(following.values()):
+            return prefix if prefix in live else max(live, key=live.__getitem__)
+        prefix += bytes([max(following, key=following.__getitem__)])
+        live = {data: mass for data, mass in live.items() if data.startswith(prefix)}
 
 
 def _best(probs: np.ndarray, n: int) -> np.ndarray:
@@ -477,7 +519,7 @@ def _distinct(streams: list[_Stream], n: int, rules: StopRules) -> list[Completi
     """Non-empty completions, best first, each text once."""
     seen: set[str] = set()
     completions = []
-    for stream in sorted(streams, key=lambda s: s.logprob, reverse=True):
+    for stream in sorted(streams, key=lambda s: (s.first, s.logprob), reverse=True):
         if not stream.text or stream.text in seen:
             continue
         seen.add(stream.text)
