@@ -18,6 +18,7 @@ The pattern is the one tiktoken's cl100k encoding carries (run with the
 
 from __future__ import annotations
 
+import unicodedata
 from dataclasses import dataclass
 from functools import cache
 
@@ -78,6 +79,10 @@ def split_tail(text: str) -> TailSplit:
     chunks that more typing could merge with it: a whitespace-only tail
     absorbs the whitespace-only chunks before it (newline runs and
     indentation re-chunk together as soon as more whitespace is typed).
+    A code point this Python calls unassigned on either side of the tail's
+    start moves the start one chunk back: the `regex` module's newer Unicode
+    tables may call it a letter where tiktoken's do not (``'::\U0003d000'``
+    is one chunk for tiktoken, two for `regex`), so that boundary is not certain.
 
     >>> split_tail("x = 1234").tail
     '4'
@@ -93,6 +98,8 @@ def split_tail(text: str) -> TailSplit:
     if chunks[last].isspace():
         while first > 0 and chunks[first - 1].isspace():
             first -= 1
+    while first > 0 and "Cn" in (unicodedata.category(chunks[first][0]), unicodedata.category(chunks[first - 1][-1])):
+        first -= 1
     start = len(text) - sum(len(chunk) for chunk in chunks[first:])
     return TailSplit(text=text, start=start, last_word=chunks[last])
 

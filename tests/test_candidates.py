@@ -134,6 +134,8 @@ def test_no_candidate_lost_against_brute_force(cl100k_finder, text):
 
 @settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(text=code_text)
+@example(text="::\U0003d000")  # a code point `regex` calls a letter and tiktoken does not: where does its chunk start?
+@example(text="\U0003d000_")  # ... and where does the next one start?
 def test_every_path_reencodes_and_covers_the_typed_text(cl100k_finder, text):
     encoding = cl100k_finder.tokenizer.encoding
     vocab = cl100k_finder.index.vocab
