@@ -112,10 +112,6 @@ class Snapshot:
         """Masses of the consecutive ranges ``[bounds[k], bounds[k + 1])``."""
         return self.cumsum[bounds[1:]] - self.cumsum[bounds[:-1]]
 
-    @property
-    def nbytes(self) -> int:
-        return self.probs.nbytes * 2 + 8  # with the prefix sums, once built
-
 
 class SnapshotCache:
     """Snapshots per token prefix, fetched from the model in batches, kept LRU."""
