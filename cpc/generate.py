@@ -38,6 +38,7 @@ completions are exactly those without fusion.
 from __future__ import annotations
 
 import math
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -77,6 +78,10 @@ class Options:
     multiline: bool = False
     time_budget_ms: float = 2000.0
     """Generation stops after this long (the conditioning before it is not counted)."""
+    word_budget_ms: float | None = None
+    """After this long (from the request's start), a suggestion ends with its first word instead of
+    running on to the end of the line: a keystroke mid-word gets the word it types quickly, and the
+    rest of the line comes with a later request. None: no such cut."""
     fim: bool = True
     """Use a fill-in-the-middle prompt when the model has FIM tokens and there is a suffix."""
     max_suffix_tokens: int = 256
@@ -237,6 +242,7 @@ def generate(
 
 def _generate(engine: Engine, prefix: str, suffix: str, options: Options, fusion: Fusion | None) -> Generation:
     started = time.perf_counter()
+    word_deadline = None if options.word_budget_ms is None else started + options.word_budget_ms / 1000
     calls = engine.lm.stats.calls
     head, middle = prompt_frame(engine, suffix, options)
     prompt, starts, cut_short = _starts(engine, prefix, head, middle, options, fusion is not None)
@@ -253,7 +259,7 @@ def _generate(engine: Engine, prefix: str, suffix: str, options: Options, fusion
             _finish(stream, rules, fusion)
         else:
             _settle(stream, rules, fusion)
-    _continue(engine, streams, rules, options, fusion)
+    _continue(engine, streams, rules, options, fusion, word_deadline)
     completions = _distinct(streams, options.n, rules)
     return Generation(
         completions=completions,
@@ -471,9 +477,13 @@ def _best(probs: np.ndarray, n: int) -> np.ndarray:
 
 
 def _continue(
-    engine: Engine, streams: list[_Stream], rules: StopRules, options: Options, fusion: Fusion | None = None
+    engine: Engine, streams: list[_Stream], rules: StopRules, options: Options, fusion: Fusion | None = None,
+    word_deadline: float | None = None,
 ) -> None:
-    """Greedy decoding of every unfinished stream, one batched model call per step (on fused scores with fusion)."""
+    """Greedy decoding of every unfinished stream, one batched model call per step (on fused scores with fusion).
+
+    Past ``word_deadline`` (`Options.word_budget_ms`), a stream whose text holds a whole first word ends there.
+    """
     banned = engine.vocab.special.copy()
     eos_ids = sorted(engine.vocab.eos_ids)
     banned[eos_ids] = False
@@ -485,10 +495,20 @@ def _continue(
         live = [s for s in streams if not s.done]
         if not live:
             return
-        if time.perf_counter() > deadline:
+        now = time.perf_counter()
+        if now > deadline:
             for stream in live:
                 _finish(stream, rules, fusion)
             return
+        if word_deadline is not None and now > word_deadline:
+            for stream in live:
+                word = _FIRST_WORD.match(stream.text)
+                if word and word.end() < len(stream.text):
+                    stream.text = word.group()
+                    _finish(stream, rules, fusion)
+            live = [s for s in live if not s.done]
+            if not live:
+                return
         rows = engine.lm.next_logprobs([s.tokens for s in live])
         if fusion is not None:
             scores, next_states = fusion.advance([s.fusion_state for s in live])
@@ -509,6 +529,9 @@ def _continue(
                 _finish(stream, rules, fusion)
             else:
                 _settle(stream, rules, fusion)
+
+
+_FIRST_WORD = re.compile(r"\W*\w+")
 
 
 def _settle(stream: _Stream, rules: StopRules, fusion: Fusion | None = None) -> None:

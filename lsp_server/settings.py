@@ -35,6 +35,7 @@ _KEYS = {
     "items": "items",
     "debounceMs": "debounce_ms",
     "promptBudgetMs": "prompt_budget_ms",
+    "wordBudgetMs": "word_budget_ms",
     "warmCache": "warm_cache",
     "logDocuments": "log_documents",
     "fusion": "fusion",
@@ -45,7 +46,7 @@ _KEYS = {
     "workspaceMaxFiles": "workspace_max_files",
 }
 _MINIMUM = {
-    "gpu_layers": -1, "threads": 0, "context_size": 512, "max_tokens": 1, "items": 1, "debounce_ms": 0, "prompt_budget_ms": 0,
+    "gpu_layers": -1, "threads": 0, "context_size": 512, "max_tokens": 1, "items": 1, "debounce_ms": 0, "prompt_budget_ms": 0, "word_budget_ms": 0,
     "workspace_max_bytes": 0, "workspace_max_file_bytes": 0, "workspace_max_files": 0,
 }
 _SWITCHES = ("multiline", "log_documents", "fusion", "workspace_indexing", "warm_cache")
@@ -72,6 +73,9 @@ class Settings:
     prompt_budget_ms: int = 200
     """Reading the prompt takes about this long at most: a request whose window the KV cache lacks
     (a new file, a jump) reads the text just before the cursor first. 0: always the whole window."""
+    word_budget_ms: int = 100
+    """After this long, a suggestion ends with its first word instead of the end of the line (0: off):
+    mid-word, the word comes quickly on a slow machine."""
     warm_cache: bool = True
     """While the model is idle, read the prompt window at the last edit (and the whole window after
     an answer from a cut one) into the KV cache, for the next request."""
@@ -114,7 +118,7 @@ class Settings:
     def options(self) -> Options:
         return Options(
             mode=self.mode, n=self.items, max_tokens=self.max_tokens, multiline=self.multiline,
-            prompt_budget_ms=self.prompt_budget_ms or None,
+            prompt_budget_ms=self.prompt_budget_ms or None, word_budget_ms=self.word_budget_ms or None,
         )
 
     @property

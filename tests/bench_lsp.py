@@ -92,9 +92,10 @@ async def through_server(model: str, cases: list, settings: dict) -> list[dict]:
     return rows
 
 
-# files of about 2,000 lines: the cursor jumps to the first statement after the middle that starts with a name
+# files of about 2,000 lines: the cursor jumps to the first statement after the middle that assigns or calls a name
 SCENARIO_FILES = ("difflib.py", "enum.py", "mailbox.py", "ipaddress.py", "argparse.py")
-STATEMENT = re.compile(r"^[ \t]+([A-Za-z_][A-Za-z0-9_.]{5,})", re.MULTILINE)
+STATEMENT = re.compile(r"^[ \t]+((?:self\.)?[a-z_][A-Za-z0-9_]{4,})(?= = |\()", re.MULTILINE)
+"""A statement that assigns or calls a name (not a keyword, not prose in a docstring)."""
 READING_S = 1.0
 KEY_INTERVAL_S = 0.15
 

@@ -22,7 +22,8 @@ from tests.lsp_status import status, wait_for_status
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 SERVER = [sys.executable, "-m", "lsp_server", "--model", "default"]
-SETTINGS = {"debounceMs": 0, "maxTokens": 16}
+SETTINGS = {"debounceMs": 0, "maxTokens": 16, "promptBudgetMs": 0, "wordBudgetMs": 0}
+"""No time budgets: what a request reads and writes must not depend on this machine's speed."""
 
 LIB = '''\
 """Checksums over weighted samples."""

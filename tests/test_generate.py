@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+from dataclasses import replace
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -143,7 +144,7 @@ def test_a_cold_request_reads_a_cut_window_and_warm_reads_the_whole(engine, mode
     same request then reads it all, as without a budget."""
     cursor = TEXTWRAP.index("        if self.width <= 0:") + len("        if self.wid")
     prefix, suffix = TEXTWRAP[:cursor], TEXTWRAP[cursor:]
-    tight = Options(mode=mode, max_tokens=4, fim=False, prompt_budget_ms=1)
+    tight = Options(mode=mode, max_tokens=4, fim=False, prompt_budget_ms=1, time_budget_ms=60_000)
     engine.conditioner.clear()
     cut = generate(engine, prefix, suffix, options=tight)
     assert cut.cut_short
@@ -156,5 +157,12 @@ def test_a_cold_request_reads_a_cut_window_and_warm_reads_the_whole(engine, mode
     whole = generate(engine, prefix, suffix, options=tight)
     assert not whole.cut_short
     engine.conditioner.clear()
-    unbudgeted = generate(engine, prefix, suffix, options=Options(mode=mode, max_tokens=4, fim=False))
+    unbudgeted = generate(engine, prefix, suffix, options=replace(tight, prompt_budget_ms=None))
     assert whole.prompt_tokens == unbudgeted.prompt_tokens and whole.completions
+
+
+def test_past_the_word_budget_a_suggestion_ends_with_its_first_word(engine):
+    cursor = TEXTWRAP.index("self.width = width") + len("self.wid")
+    whole = generate(engine, TEXTWRAP[:cursor], options=Options(max_tokens=8)).completions[0].text
+    word = generate(engine, TEXTWRAP[:cursor], options=Options(max_tokens=8, word_budget_ms=0)).completions[0].text
+    assert whole.startswith("th ") and word == "th"

@@ -18,8 +18,8 @@ pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 SERVER = [sys.executable, "-m", "lsp_server"]
 TEXTWRAP = open(importlib.import_module("textwrap").__file__, encoding="utf-8").read()
-SETTINGS = {"debounceMs": 0, "maxTokens": 16, "promptBudgetMs": 0}
-"""No prompt-time budget: which window a request reads must not depend on this machine's speed."""
+SETTINGS = {"debounceMs": 0, "maxTokens": 16, "promptBudgetMs": 0, "wordBudgetMs": 0}
+"""No time budgets: what a request reads and writes must not depend on this machine's speed."""
 
 
 def initialize_params(encodings: list[str] | None = None, options: dict | None = None) -> types.InitializeParams:

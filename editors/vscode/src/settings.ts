@@ -28,6 +28,7 @@ export interface InitializationOptions {
     items: number;
     debounceMs: number;
     promptBudgetMs: number;
+    wordBudgetMs: number;
     warmCache: boolean;
     logDocuments: boolean;
     fusion: boolean;
@@ -55,6 +56,7 @@ export const DEFAULTS: Readonly<CpcSettings> = Object.freeze({
     items: 1,
     debounceMs: 30,
     promptBudgetMs: 200,
+    wordBudgetMs: 100,
     warmCache: true,
     logDocuments: false,
     fusion: true,
@@ -79,6 +81,7 @@ export const INITIALIZATION_KEYS: readonly (keyof InitializationOptions)[] = [
     'items',
     'debounceMs',
     'promptBudgetMs',
+    'wordBudgetMs',
     'warmCache',
     'logDocuments',
     'fusion',
@@ -207,7 +210,7 @@ export function resolveModel(model: string, ctx: PathContext = {}): string {
 /**
  * Read and validate every setting. Missing or ill-typed values fall back to
  * the defaults; integers are truncated and clamped (items >= 1,
- * maxTokens >= 1, threads >= 0, debounceMs >= 0, promptBudgetMs >= 0, gpuLayers >= -1,
+ * maxTokens >= 1, threads >= 0, debounceMs >= 0, promptBudgetMs >= 0, wordBudgetMs >= 0, gpuLayers >= -1,
  * contextSize >= 512, the workspace caps >= 0); fusionWeight is a number >= 0.
  */
 export function readSettings(source: SettingsSource | Record<string, unknown> | undefined, ctx: PathContext = {}): CpcSettings {
@@ -225,6 +228,7 @@ export function readSettings(source: SettingsSource | Record<string, unknown> | 
         items: toInteger(get('items'), DEFAULTS.items, 1),
         debounceMs: toInteger(get('debounceMs'), DEFAULTS.debounceMs, 0),
         promptBudgetMs: toInteger(get('promptBudgetMs'), DEFAULTS.promptBudgetMs, 0),
+        wordBudgetMs: toInteger(get('wordBudgetMs'), DEFAULTS.wordBudgetMs, 0),
         warmCache: toBoolean(get('warmCache'), DEFAULTS.warmCache),
         logDocuments: toBoolean(get('logDocuments'), DEFAULTS.logDocuments),
         fusion: toBoolean(get('fusion'), DEFAULTS.fusion),
@@ -251,6 +255,7 @@ export function initializationOptions(settings: CpcSettings): InitializationOpti
         items: settings.items,
         debounceMs: settings.debounceMs,
         promptBudgetMs: settings.promptBudgetMs,
+        wordBudgetMs: settings.wordBudgetMs,
         warmCache: settings.warmCache,
         logDocuments: settings.logDocuments,
         fusion: settings.fusion,

@@ -101,6 +101,7 @@ describe('extension (stub vscode, fake server)', () => {
             items: 1,
             debounceMs: 5,
             promptBudgetMs: 200,
+            wordBudgetMs: 100,
             warmCache: true,
             logDocuments: true,
             fusion: true,

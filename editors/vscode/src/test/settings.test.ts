@@ -46,6 +46,7 @@ describe('readSettings defaults', () => {
             items: 1,
             debounceMs: 30,
             promptBudgetMs: 200,
+            wordBudgetMs: 100,
             warmCache: true,
             logDocuments: false,
             fusion: true,
@@ -78,6 +79,7 @@ describe('readSettings defaults', () => {
                 items: 3,
                 debounceMs: 0,
                 promptBudgetMs: 0,
+                wordBudgetMs: 0,
                 warmCache: false,
                 logDocuments: true,
                 fusion: false,
@@ -101,6 +103,7 @@ describe('readSettings defaults', () => {
             items: 3,
             debounceMs: 0,
             promptBudgetMs: 0,
+            wordBudgetMs: 0,
             warmCache: false,
             logDocuments: true,
             fusion: false,
@@ -265,6 +268,7 @@ describe('initializationOptions', () => {
             'items',
             'debounceMs',
             'promptBudgetMs',
+            'wordBudgetMs',
             'warmCache',
             'logDocuments',
             'fusion',
@@ -305,6 +309,7 @@ describe('initializationOptions', () => {
             items: 1,
             debounceMs: 30,
             promptBudgetMs: 200,
+            wordBudgetMs: 100,
             warmCache: true,
             logDocuments: true,
             fusion: true,
@@ -411,7 +416,7 @@ describe('package.json agrees with the module', () => {
     });
 
     it('uses integer types for the integer settings and the mode enum', () => {
-        for (const key of ['gpuLayers', 'threads', 'contextSize', 'maxTokens', 'items', 'debounceMs', 'promptBudgetMs',
+        for (const key of ['gpuLayers', 'threads', 'contextSize', 'maxTokens', 'items', 'debounceMs', 'promptBudgetMs', 'wordBudgetMs',
             'workspaceMaxBytes', 'workspaceMaxFileBytes', 'workspaceMaxFiles']) {
             assert.equal(properties[`cpc.${key}`].type, 'integer', key);
         }
