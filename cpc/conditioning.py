@@ -245,13 +245,23 @@ class Conditioner:
         return tokens
 
     def _prefetch(self, start: State, tail: bytes) -> None:
-        """Fetch every snapshot the beam can need in one batched call (the canonical tail states)."""
-        states = [start]
+        """Fetch in one batched call the canonical tail states the beam is likely to need.
+
+        The start is read first (the prompt). Then a state is fetched only
+        when its first tail token is within the beam's threshold of the
+        likeliest first token among them: each state costs the model's
+        output layer, and the beam prunes the others (it fetches any state
+        it does need itself, so this choice changes no result).
+        """
+        first = self.beam.snapshots.get(start)
+        position = self.beam.index.position
         text = tail.decode("utf-8", "ignore")
         ends = {len(text[:k].encode("utf-8")) for k in range(1, len(text) + 1)}
-        for end in sorted(ends)[-_PREFETCH_LIMIT:]:
-            states.append(start + self._canonical(tail[:end]))
-        self.beam.snapshots.get_many(states)
+        candidates = [start + self._canonical(tail[:end]) for end in sorted(ends)[-_PREFETCH_LIMIT:]]
+        candidates = [state for state in candidates if len(state) > len(start)]
+        likelihood = [float(first.probs[position[state[len(start)]]]) for state in candidates]
+        cutoff = self.beam.threshold * max(likelihood, default=0.0)
+        self.beam.snapshots.get_many([s for s, p in zip(candidates, likelihood) if p >= cutoff and p > 0])
 
     def _paths(self, beam: Beam, analysis: Analysis, data: bytes, anchor: int) -> list[CoveringPath]:
         """Each beam candidate's validated last tokens, with their path probability."""
