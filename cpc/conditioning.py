@@ -20,7 +20,7 @@ characters", the input generation works from:
     >>> result = engine.conditioner.condition("import numpy as np\\nx = np.zer")
     >>> engine.vocab.decode(result.paths[0].tokens[len(result.prompt):])
     b'.zeros'
-    >>> chr(int(result.next_byte.argmax()))
+    >>> chr(int(engine.conditioner.next_byte(result).argmax()))
     'o'
 """
 
@@ -142,8 +142,6 @@ class Conditioning:
     paths: list[CoveringPath]
     logprob: float
     """``log P(tail | prompt)`` summed over all validated paths in the beam."""
-    next_byte: np.ndarray
-    """``log P(next byte | text)`` for bytes 0..255 and end of text (index 256)."""
     analysis: Analysis
     beam: Beam
 
@@ -205,16 +203,13 @@ class Conditioner:
             # serves, unless the tokenizer cannot even spell the tail (a few unassigned code points).
             canonical = self._canonical_path(lm_start, tail)
             paths = [canonical] if self.tokenizer.vocab.decode(canonical.tokens[len(lm_start) :]) == tail else []
-        logprob = logsumexp([p.logprob for p in paths])
-        next_byte = self._next_byte(paths, logprob) if paths else np.full(EOS + 1, -np.inf)
         return Conditioning(
             text=text,
             prompt=lm_start,
             cut_short=len(prompt) < len(full),
             tail=tail,
             paths=paths[: self.max_paths],
-            logprob=logprob,
-            next_byte=next_byte,
+            logprob=logsumexp([p.logprob for p in paths]),
             analysis=analysis,
             beam=beam,
         )
@@ -245,23 +240,32 @@ class Conditioner:
         return tokens
 
     def _prefetch(self, start: State, tail: bytes) -> None:
-        """Fetch in one batched call the canonical tail states the beam is likely to need.
+        """Fetch the canonical tail states the beam is likely to need, a batched call per token depth.
 
-        The start is read first (the prompt). Then a state is fetched only
-        when its first tail token is within the beam's threshold of the
-        likeliest first token among them: each state costs the model's
-        output layer, and the beam prunes the others (it fetches any state
-        it does need itself, so this choice changes no result).
+        Each state costs the model's output layer, so one is fetched only
+        when its path (canonical tail tokens after the prompt) is within the
+        beam's threshold of the likeliest such path so far; the beam prunes
+        the others, and fetches any state it does need itself, so this
+        choice changes no result.
         """
-        first = self.beam.snapshots.get(start)
+        snapshots = self.beam.snapshots
         position = self.beam.index.position
         text = tail.decode("utf-8", "ignore")
-        ends = {len(text[:k].encode("utf-8")) for k in range(1, len(text) + 1)}
-        candidates = [start + self._canonical(tail[:end]) for end in sorted(ends)[-_PREFETCH_LIMIT:]]
-        candidates = [state for state in candidates if len(state) > len(start)]
-        likelihood = [float(first.probs[position[state[len(start)]]]) for state in candidates]
-        cutoff = self.beam.threshold * max(likelihood, default=0.0)
-        self.beam.snapshots.get_many([s for s, p in zip(candidates, likelihood) if p >= cutoff and p > 0])
+        ends = sorted({len(text[:k].encode("utf-8")) for k in range(1, len(text) + 1)})[-_PREFETCH_LIMIT:]
+        wanted = {tokens[:depth] for end in ends for tokens in [self._canonical(tail[:end])]
+                  for depth in range(1, len(tokens) + 1)}
+        known = {(): (snapshots.get(start), 1.0)}
+        best = 0.0
+        for depth in range(1, max(map(len, wanted), default=0) + 1):
+            reach = {}
+            for tokens in wanted:
+                if len(tokens) == depth and tokens[:-1] in known:
+                    snapshot, before = known[tokens[:-1]]
+                    reach[tokens] = before * float(snapshot.probs[position[tokens[-1]]])
+            best = max([best, *reach.values()])
+            fetch = [tokens for tokens, probability in reach.items() if probability >= self.beam.threshold * best > 0]
+            for tokens, snapshot in zip(fetch, snapshots.get_many([start + tokens for tokens in fetch])):
+                known[tokens] = (snapshot, reach[tokens])
 
     def _paths(self, beam: Beam, analysis: Analysis, data: bytes, anchor: int) -> list[CoveringPath]:
         """Each beam candidate's validated last tokens, with their path probability."""
@@ -296,8 +300,12 @@ class Conditioner:
         logprob = sum(math.log(s.probs[position[t]]) for s, t in zip(snapshots, tokens))
         return CoveringPath(start + tokens, logprob, b"")
 
-    def _next_byte(self, paths: list[CoveringPath], logprob: float) -> np.ndarray:
-        """Next byte (or EOS) after the cursor, marginalised over the paths."""
+    def next_byte(self, conditioning: Conditioning) -> np.ndarray:
+        """``log P(next byte | text)`` for bytes 0..255 and end of text (index 256), marginalised over the
+        paths: computed on demand, since the paths that end at the cursor each cost a model state."""
+        paths, logprob = conditioning.paths, conditioning.logprob
+        if not paths:
+            return np.full(EOS + 1, -np.inf)
         total = np.zeros(EOS + 1)
         ending = [path for path in paths if not path.overhang]
         for path in paths:
