@@ -76,8 +76,9 @@ class Options:
     """Distinct completions wanted (fewer come back when the model offers fewer)."""
     max_tokens: int = 48
     multiline: bool = False
-    time_budget_ms: float = 2000.0
-    """Generation stops after this long (the conditioning before it is not counted)."""
+    time_budget_ms: float | None = None
+    """Generation stops after this long (the conditioning before it is not counted). None: only
+    ``max_tokens`` and the stop rules end it, so what comes out does not depend on the machine's speed."""
     word_budget_ms: float | None = None
     """After this long (from the request's start), a suggestion ends with its first word instead of
     running on to the end of the line: a keystroke mid-word gets the word it types quickly, and the
@@ -489,7 +490,7 @@ def _continue(
     banned[eos_ids] = False
     is_eos = np.zeros(len(banned), dtype=bool)
     is_eos[eos_ids] = True
-    deadline = time.perf_counter() + options.time_budget_ms / 1000
+    deadline = math.inf if options.time_budget_ms is None else time.perf_counter() + options.time_budget_ms / 1000
     room = engine.lm.n_ctx - 1
     while True:
         live = [s for s in streams if not s.done]

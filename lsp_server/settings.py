@@ -23,6 +23,8 @@ from cpc.session import EngineSettings
 from cpc.workspace import WorkspaceLimits
 
 _LIMITS = WorkspaceLimits()
+GENERATION_BUDGET_MS = 2000.0
+"""An editor's suggestion stops growing after this long, however slow the machine."""
 
 _KEYS = {
     "model": "model",
@@ -119,6 +121,7 @@ class Settings:
         return Options(
             mode=self.mode, n=self.items, max_tokens=self.max_tokens, multiline=self.multiline,
             prompt_budget_ms=self.prompt_budget_ms or None, word_budget_ms=self.word_budget_ms or None,
+            time_budget_ms=GENERATION_BUDGET_MS,
         )
 
     @property

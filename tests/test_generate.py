@@ -144,7 +144,7 @@ def test_a_cold_request_reads_a_cut_window_and_warm_reads_the_whole(engine, mode
     same request then reads it all, as without a budget."""
     cursor = TEXTWRAP.index("        if self.width <= 0:") + len("        if self.wid")
     prefix, suffix = TEXTWRAP[:cursor], TEXTWRAP[cursor:]
-    tight = Options(mode=mode, max_tokens=4, fim=False, prompt_budget_ms=1, time_budget_ms=60_000)
+    tight = Options(mode=mode, max_tokens=4, fim=False, prompt_budget_ms=1)
     engine.conditioner.clear()
     cut = generate(engine, prefix, suffix, options=tight)
     assert cut.cut_short

@@ -18,8 +18,9 @@ pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 SERVER = [sys.executable, "-m", "lsp_server"]
 TEXTWRAP = open(importlib.import_module("textwrap").__file__, encoding="utf-8").read()
-SETTINGS = {"debounceMs": 0, "maxTokens": 16, "promptBudgetMs": 0, "wordBudgetMs": 0}
-"""No time budgets: what a request reads and writes must not depend on this machine's speed."""
+SETTINGS = {"debounceMs": 0, "maxTokens": 16, "promptBudgetMs": 0, "wordBudgetMs": 0, "warmCache": False}
+"""No time budgets: what a request reads and writes must not depend on this machine's speed; no
+read-ahead: a request must find the worker free (a test counts whether model work was stopped)."""
 
 
 def initialize_params(encodings: list[str] | None = None, options: dict | None = None) -> types.InitializeParams:
@@ -231,7 +232,7 @@ async def test_a_cold_request_is_answered_from_a_cut_window_and_the_idle_model_r
     editor is quiet, the worker reads the whole window, and the next request there reads it whole. A file
     just opened is read ahead at its end."""
     client.workspace_did_change_configuration(
-        types.DidChangeConfigurationParams(settings={"cpc": {**SETTINGS, "promptBudgetMs": 1}})
+        types.DidChangeConfigurationParams(settings={"cpc": {**SETTINGS, "promptBudgetMs": 1, "warmCache": True}})
     )
     uri = "file:///warm/textwrap.py"
     cursor = TEXTWRAP.index("        if self.width <= 0:") + len("        if self.wid")
