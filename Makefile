@@ -7,7 +7,10 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 OUT := out
 
-.PHONY: install demo test fuzz bench soak vscode clean
+CODE_SERVER := tools/code-server
+CODE_SERVER_STAMP := $(CODE_SERVER)/node_modules/.installed
+
+.PHONY: install demo test fuzz bench soak vscode code-server screenshots clean
 
 $(STAMP): pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
@@ -25,7 +28,7 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/python editors/demo.py
 
-test: $(STAMP) vscode
+test: $(STAMP) vscode code-server
 	$(BIN)/python -m pytest
 
 # Every property test with many more random examples (CPC_FUZZ times), for local use:
@@ -37,6 +40,19 @@ fuzz: $(STAMP)
 # The VS Code extension: npm packages, compile, unit tests, and the .vsix.
 vscode:
 	cd editors/vscode && npm ci --no-audit --no-fund && npm test && npm run package
+
+# code-server (VS Code 1.139 in a browser, npm, under the Node 24 of a PyPI wheel), Chromium and
+# libkrb5-dev (Debian, apt-get when root) for tests/test_vscode.py: about 2-4 minutes and 620 MB.
+code-server: $(CODE_SERVER_STAMP)
+
+$(CODE_SERVER_STAMP): $(STAMP) $(CODE_SERVER)/install.sh $(CODE_SERVER)/package.json $(CODE_SERVER)/package-lock.json
+	sh $(CODE_SERVER)/install.sh $(BIN)/python
+	touch $@
+
+# The README's pictures: VS Code (code-server in Chromium, from tests/test_vscode.py) and Neovim (in a
+# terminal under tmux) showing a suggestion of the real server, written to docs/.
+screenshots: $(STAMP) vscode code-server
+	CPC_SCREENSHOTS=docs $(BIN)/python -m pytest -p no:cacheprovider tests/test_vscode.py tests/test_neovim_screen.py
 
 bench: $(STAMP)
 	mkdir -p $(OUT)
@@ -60,3 +76,4 @@ soak: $(STAMP)
 clean:
 	rm -rf $(VENV) $(OUT) .pytest_cache .hypothesis
 	rm -rf editors/vscode/node_modules editors/vscode/out editors/vscode/cpc-vscode.vsix
+	rm -rf $(CODE_SERVER)/node_modules $(CODE_SERVER)/bin

@@ -35,8 +35,8 @@ local function step(text)
   table.insert(result.steps, ('%6d ms  %s'):format(now_ms(), text))
 end
 
--- textDocument/inlineCompletion requests in flight, and when the last one ended.
-local inline = { pending = {}, sent = 0, last_answer_ms = 0 }
+-- textDocument/inlineCompletion requests in flight, and how many were sent.
+local inline = { pending = {}, sent = 0 }
 
 local done = false
 local function finish()
@@ -200,7 +200,6 @@ local function main()
           inline.sent = inline.sent + 1
         else
           inline.pending[args.data.request_id] = nil
-          inline.last_answer_ms = now_ms()
         end
       end
     end,
@@ -278,41 +277,27 @@ local function main()
     return true
   end
 
-  -- Wait; whenever no request is in flight and the last answer showed nothing
-  -- (the model may still be loading), retype the last character: the cursor
-  -- moves, so Neovim asks again (CursorMovedI).
-  local retriggers = 0
-  local deadline = now_ms() + wait_ms
-  while not fresh() do
-    if now_ms() >= deadline then
-      result.error = ('no inline completion was shown within %d ms: %d requests sent, %d in flight, %d re-triggers'):format(
-        wait_ms,
-        inline.sent,
-        vim.tbl_count(inline.pending),
-        retriggers
-      )
-      result.last_item = current_item(buf)
-      result.last_shown = shown(buf)
-      return
-    end
-    sleep(50)
-    if
-      not fresh()
-      and next(inline.pending) == nil
-      and inline.sent > 0
-      and now_ms() - inline.last_answer_ms > 1000
-    then
-      retriggers = retriggers + 1
-      type_keys({ '<BS>', typed:sub(-1) == '<' and '<lt>' or typed:sub(-1) })
-      sleep(400) -- Neovim's 200 ms debounce, then the request is in flight
-    end
+  -- What :CpcStatus says now: the keys were typed right after the client
+  -- initialized, so the model is still loading.
+  result.status_while_typing = cpc.status_lines()
+
+  -- Wait, without asking again: a request made while the model loads is held
+  -- by the server and answered once the model is ready.
+  if not wait_until(fresh, wait_ms) then
+    result.error = ('no inline completion was shown within %d ms: %d requests sent, %d in flight'):format(
+      wait_ms,
+      inline.sent,
+      vim.tbl_count(inline.pending)
+    )
+    result.last_item = current_item(buf)
+    result.last_shown = shown(buf)
+    return
   end
-  result.retriggers = retriggers
   result.item = current_item(buf)
   result.shown = shown(buf)
   result.cursor_before_accept = api.nvim_win_get_cursor(0)
   result.line_before_accept = api.nvim_get_current_line()
-  step(('suggestion shown after %d re-triggers: %s'):format(retriggers, vim.inspect(result.item)))
+  step(('suggestion shown: %s'):format(vim.inspect(result.item)))
 
   -- Accept with the keymap the setup installed (<Tab> -> vim.lsp.inline_completion.get()).
   type_keys({ '<Tab>' })
@@ -323,6 +308,7 @@ local function main()
   step(('accepted: %q'):format(result.line_after_accept))
   type_keys({ '<Esc>' })
   result.lines = api.nvim_buf_get_lines(buf, 0, -1, true)
+  result.status_after = vim.api.nvim_exec2('CpcStatus', { output = true }).output
   result.ok = true
 end
 

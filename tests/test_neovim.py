@@ -4,6 +4,9 @@ Headless Neovim loads the shipped editors/neovim setup (`require('cpc').setup()`
 opens a slice of the standard library's textwrap.py, goes to the end of a line cut
 right after ``if self.``, types ``wid`` key by key and waits for the inline
 suggestion; <Tab> (the setup's keymap, vim.lsp.inline_completion.get()) accepts it.
+The keys are typed as soon as the client has initialized, while the model still
+loads: the suggestion must come without typing again (the server holds the
+request until the model is ready), and ``:CpcStatus`` says loading, then ready.
 tests/neovim_inline_driver.lua does the editor side and writes a JSON report.
 
 ``CPC_LSP_CMD`` (a shell-quoted command line) replaces the server command, for
@@ -148,8 +151,18 @@ def test_neovim_accepts_an_inline_completion_inside_a_word(tmp_path):
     assert lines[:index] == original[:index]
     assert lines[index + 1 + added:] == original[index + 1:], "lines after the cursor changed"
     assert report["mode_after_accept"].startswith("i"), "accepting left insert mode"
+
+    # Typed before the model was ready, answered once it was, with no second request needed.
+    events = report["events"]
+    asked = [e["t"] for e in events if e["kind"] == "LspRequest"
+             and e["data"]["method"] == "textDocument/inlineCompletion" and e["data"]["type"] == "pending"]
+    loaded = [e["t"] for e in events if e["kind"] == "LspProgress" and e["data"]["value"].get("kind") == "end"]
+    assert asked and loaded and asked[0] < loaded[0], f"the first request came after the model was ready\n{diagnostics()}"
+    assert any("loading the model" in line for line in report["status_while_typing"]), diagnostics()
+    assert "cpc: ready, model" in report["status_after"], diagnostics()
     print(f"completed {TYPED!r} to {identifier!r} (the file had 'width'); line: {line!r}; "
-          f"{report['retriggers']} re-triggers, {report['elapsed_ms']} ms in Neovim")
+          f"{len(asked)} requests, the first {loaded[0] - asked[0]} ms before the model was ready; "
+          f"{report['elapsed_ms']} ms in Neovim")
 
 
 ACCEPT_CHECK = r"""

@@ -76,13 +76,21 @@ async function startClient(): Promise<void> {
     const started: LanguageClient = new LanguageClient(CONFIG_SECTION, CHANNEL_NAME, serverOptions, clientOptions);
     client = started;
     showStatus(statusView({ state: 'starting' }));
+    let lastState = 'starting';
     started.onNotification(STATUS_METHOD, (params: unknown) => {
-        if (client === started && isServerStatus(params)) {
-            if (params.state !== 'ready') {
-                output?.info(`Server state: ${params.state}${params.error ? ` (${params.error})` : ''}`);
-            }
-            showStatus(statusView(params));
+        if (client !== started || !isServerStatus(params)) {
+            return;
         }
+        if (params.state !== 'ready') {
+            output?.info(`Server state: ${params.state}${params.error ? ` (${params.error})` : ''}`);
+        }
+        showStatus(statusView(params));
+        // The server holds requests made while the model loads, but keys typed before the
+        // client had started asked nobody: ask for the cursor's suggestion once, now.
+        if (params.state === 'ready' && lastState !== 'ready' && vscode.window.activeTextEditor) {
+            void vscode.commands.executeCommand('editor.action.inlineSuggest.trigger');
+        }
+        lastState = params.state;
     });
     started.onDidChangeState((event) => {
         if (event.newState === State.Stopped && client === started && !retiring.has(started)) {

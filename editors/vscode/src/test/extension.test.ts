@@ -32,7 +32,7 @@ const settings: Record<string, unknown> = {
     workspaceMaxFiles: 100,
 };
 
-const { commands, providers, channels, errors, statusItems, changeConfiguration } = installVscodeStub(settings);
+const { commands, providers, channels, errors, statusItems, executed, changeConfiguration } = installVscodeStub(settings);
 // eslint-disable-next-line @typescript-eslint/no-require-imports
 const extension = require('../extension') as typeof import('../extension');
 
@@ -91,6 +91,13 @@ describe('extension (stub vscode, fake server)', () => {
         assert.equal(item.command, 'cpc.showLog');
         assert.ok(item.visible && item.backgroundColor === undefined);
         assert.ok(channels[0].lines.some((line) => line.includes('Server state: loading')), channels[0].lines.join('\n'));
+    });
+
+    it('asks for the cursor\'s suggestion once when the model becomes ready', () => {
+        assert.deepEqual(
+            executed.filter((id) => id === 'editor.action.inlineSuggest.trigger'),
+            ['editor.action.inlineSuggest.trigger'],
+        );
     });
 
     it('starts serverPath with serverArgs only (expanded), over stdio', () => {

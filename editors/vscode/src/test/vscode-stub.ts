@@ -13,6 +13,8 @@ export interface VscodeStub {
     channels: { name: string; options: unknown; lines: string[] }[];
     /** Messages passed to window.showErrorMessage. */
     errors: string[];
+    /** Commands run with commands.executeCommand, in order. */
+    executed: string[];
     /** Status bar items created: id, and what the code set on them. */
     statusItems: StatusItem[];
     /** Fire workspace.onDidChangeConfiguration for these settings (e.g. 'cpc.serverArgs'). */
@@ -36,6 +38,7 @@ export function installVscodeStub(settings: Record<string, unknown>): VscodeStub
     const channels: { name: string; options: unknown; lines: string[] }[] = [];
     const errors: string[] = [];
     const statusItems: StatusItem[] = [];
+    const executed: string[] = [];
     const configurationListeners: ((event: any) => void)[] = [];
     /** What VS Code does when settings change: tell every listener (the client's and the extension's). */
     function changeConfiguration(...changed: string[]): void {
@@ -160,6 +163,7 @@ export function installVscodeStub(settings: Record<string, unknown>): VscodeStub
             },
         }),
         window: withFallback('window', {
+            activeTextEditor: { document: { uri: 'file:///stub.py' } },
             createOutputChannel: logChannel,
             createStatusBarItem,
             showErrorMessage: (message: string) => {
@@ -172,7 +176,10 @@ export function installVscodeStub(settings: Record<string, unknown>): VscodeStub
                 commands.set(id, callback);
                 return { dispose() {} };
             },
-            executeCommand: () => Promise.resolve(undefined),
+            executeCommand: (id: string) => {
+                executed.push(id);
+                return Promise.resolve(undefined);
+            },
         }),
     });
 
@@ -183,5 +190,5 @@ export function installVscodeStub(settings: Record<string, unknown>): VscodeStub
     };
     require.cache.vscode = { id: 'vscode', filename: 'vscode', loaded: true, exports: vscodeStub } as any;
 
-    return { commands, providers, channels, errors, statusItems, changeConfiguration };
+    return { commands, providers, channels, errors, statusItems, executed, changeConfiguration };
 }
