@@ -43,8 +43,12 @@ import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:  # imported in the fixture: a missing Playwright fails the test with what installs it
+    from playwright.sync_api import Page
 
 ROOT = Path(__file__).resolve().parent.parent
 CODE_SERVER_DIR = ROOT / "tools" / "code-server"
@@ -92,8 +96,7 @@ USER_SETTINGS = {
 class VSCode:
     """The running code-server, the browser page showing it, and the scratch files."""
 
-    page: object
-    workspace: Path
+    page: Page
     document: Path
     original: list[str]
     server_log: Path
@@ -261,7 +264,7 @@ def vscode(tmp_path_factory) -> Iterator[VSCode]:
             page = browser.new_page(viewport={"width": 1280, "height": 720})
             page.goto(f"http://127.0.0.1:{port}/?folder={workspace}")
             page.wait_for_selector(".monaco-workbench", timeout=WORKBENCH_TIMEOUT_MS)
-            vscode = VSCode(page, workspace, document, original, server_log, code_server_log)
+            vscode = VSCode(page, document, original, server_log, code_server_log)
             page.wait_for_selector(STATUS_ITEM, timeout=WORKBENCH_TIMEOUT_MS)
             palette(page, document.name, row=document.name)
             page.locator(".tab", has_text=document.name).wait_for(timeout=30_000)
@@ -347,7 +350,7 @@ def test_the_status_item_says_when_the_model_is_ready(vscode: VSCode):
 
 
 def test_a_suggestion_in_the_middle_of_a_line_keeps_the_text_after_the_cursor(vscode: VSCode):
-    full, before, after, typed = MID_LINE
+    _, before, after, typed = MID_LINE
     index = vscode.original.index(before + after)
     type_at(vscode, index, len(before), typed)
     ghost = wait_for_ghost_text(vscode)
@@ -362,7 +365,7 @@ def test_a_suggestion_in_the_middle_of_a_line_keeps_the_text_after_the_cursor(vs
 
 
 def test_typing_while_the_model_loads_ends_with_a_suggestion(vscode: VSCode):
-    full, before, typed = END_OF_LINE
+    _, before, typed = END_OF_LINE
     index = vscode.original.index(before)
     type_at(vscode, index, -1, "")
     palette(vscode.page, ">CPC: Restart Server", row="CPC: Restart Server")
