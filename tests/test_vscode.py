@@ -315,11 +315,15 @@ def accept_and_save(vscode: VSCode, index: int) -> str:
     vscode.page.keyboard.press("Tab")
     vscode.page.keyboard.press("Control+S")
     deadline = time.monotonic() + 15
-    while vscode.document.read_text() == before:
+    previous = before
+    while True:  # until the file changed and two reads agree: a read may meet the save half-written
+        saved = vscode.document.read_text()
+        if saved != before and saved == previous:
+            return saved.split("\n")[index]
         if time.monotonic() > deadline:
             raise AssertionError(f"the accepted suggestion was not saved\n{vscode.diagnostics()}")
-        time.sleep(0.1)
-    return vscode.document.read_text().split("\n")[index]
+        previous = saved
+        time.sleep(0.2)
 
 
 def check_rest_of_file(vscode: VSCode, index: int, line: str) -> None:
