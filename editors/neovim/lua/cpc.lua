@@ -46,6 +46,7 @@ local types = {
   model = 'string',
   gpuLayers = 'number',
   threads = 'number',
+  contextSize = 'number',
   mode = 'string',
   multiline = 'boolean',
   maxTokens = 'number',
@@ -60,6 +61,7 @@ local types = {
   workspaceMaxBytes = 'number',
   workspaceMaxFileBytes = 'number',
   workspaceMaxFiles = 'number',
+  logDocuments = 'boolean',
 }
 local modes = { cpc = true, heal = true, naive = true }
 
