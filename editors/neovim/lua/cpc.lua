@@ -46,6 +46,7 @@ local types = {
   model = 'string',
   gpuLayers = 'number',
   threads = 'number',
+  contextSize = 'number',
   mode = 'string',
   multiline = 'boolean',
   maxTokens = 'number',
@@ -60,6 +61,7 @@ local types = {
   workspaceMaxBytes = 'number',
   workspaceMaxFileBytes = 'number',
   workspaceMaxFiles = 'number',
+  logDocuments = 'boolean',
 }
 local modes = { cpc = true, heal = true, naive = true }
 
@@ -197,6 +199,61 @@ local function echo_progress()
   })
 end
 
+--- The last `cpc/status` the server pushed, per client id (it sends one when a
+--- model load starts and when it ends: state 'loading', 'ready' or 'error').
+M.states = {}
+
+--- One line about a server status (the `cpc/status` object).
+---@param status table
+---@return string
+function M.describe(status)
+  local state = status.state or (status.ready and 'ready' or 'starting')
+  if state == 'ready' then
+    return ('cpc: ready, model %s; %d requests (%d from the model, %d from the cache)'):format(
+      status.model or '?', status.requests or 0, status.from_model or 0, status.from_cache or 0)
+  elseif state == 'loading' then
+    return 'cpc: loading the model; suggestions asked for meanwhile come when it is ready'
+  elseif state == 'error' then
+    return 'cpc: error: ' .. tostring(status.error)
+  end
+  return 'cpc: ' .. state
+end
+
+--- The `cpc/status` notification handler: keeps the state, and warns when the
+--- model could not be loaded. Loading and ready are not echoed here: the
+--- progress echo says them, and a second message would make Neovim stop the
+--- typing at a hit-enter prompt.
+local function on_status(_, params, ctx)
+  if type(params) ~= 'table' then
+    return
+  end
+  M.states[ctx.client_id] = params
+  if params.state == 'error' then
+    vim.notify(M.describe(params), vim.log.levels.WARN)
+  end
+end
+
+--- What :CpcStatus prints: each running cpc client's `cpc/status`, asked now
+--- (the last one pushed when the server does not answer in time).
+---@return string[] lines
+function M.status_lines()
+  local clients = vim.lsp.get_clients({ name = 'cpc' })
+  if #clients == 0 then
+    return { 'cpc: no server running (is the buffer a file, and `cmd` executable? :checkhealth vim.lsp)' }
+  end
+  local lines = {}
+  for _, client in ipairs(clients) do
+    local answer = client:request_sync('cpc/status', {}, 2000)
+    local status = answer and answer.result or M.states[client.id]
+    if status then
+      table.insert(lines, M.describe(status))
+    else
+      table.insert(lines, 'cpc: the server did not answer cpc/status' .. (answer and answer.err and (': ' .. answer.err.message) or ''))
+    end
+  end
+  return lines
+end
+
 --- Parse `key=value` words of :CpcSet.
 local function parse_assignments(fargs)
   local settings = {}
@@ -221,8 +278,11 @@ local function parse_assignments(fargs)
   return settings
 end
 
---- :CpcToggle and :CpcSet (also created by plugin/cpc.lua).
+--- :CpcToggle, :CpcSet and :CpcStatus (also created by plugin/cpc.lua).
 function M.create_commands()
+  vim.api.nvim_create_user_command('CpcStatus', function()
+    vim.api.nvim_echo({ { table.concat(M.status_lines(), '\n') } }, true, {})
+  end, { desc = "cpc: the server's state (loading, ready, error) and request counts" })
   vim.api.nvim_create_user_command('CpcToggle', function()
     M.toggle()
   end, { desc = 'cpc: toggle inline completions' })
@@ -294,6 +354,7 @@ function M.setup(opts)
       return client.name == client_config.name and not client:is_stopped()
     end,
     init_options = vim.deepcopy(settings),
+    handlers = { ['cpc/status'] = on_status },
   }, editor.config or {})
   vim.lsp.config('cpc', config)
 

@@ -1,6 +1,6 @@
 import * as os from 'os';
 import * as vscode from 'vscode';
-import { LanguageClient, LanguageClientOptions, ServerOptions } from 'vscode-languageclient/node';
+import { LanguageClient, LanguageClientOptions, ServerOptions, State } from 'vscode-languageclient/node';
 import {
     CHANNEL_NAME,
     CONFIG_SECTION,
@@ -13,6 +13,7 @@ import {
     serverExecutable,
     startFailureMessage,
 } from './settings';
+import { STATUS_METHOD, StatusView, isServerStatus, notRunningView, statusView } from './status';
 
 let client: LanguageClient | undefined;
 /**
@@ -23,11 +24,23 @@ let client: LanguageClient | undefined;
  */
 const retiring = new WeakSet<LanguageClient>();
 let output: vscode.LogOutputChannel | undefined;
+/** Shows the server's state (starting, loading the model, ready, error); a click shows the log. */
+let statusItem: vscode.StatusBarItem | undefined;
 /** Serializes start/stop so that quick restarts do not overlap. */
 let pending: Promise<void> = Promise.resolve();
 
 function pathContext(): PathContext {
     return { home: os.homedir(), workspaceFolder: vscode.workspace.workspaceFolders?.[0]?.uri.fsPath };
+}
+
+function showStatus(view: StatusView): void {
+    if (!statusItem) {
+        return;
+    }
+    statusItem.text = view.text;
+    statusItem.tooltip = view.tooltip;
+    statusItem.backgroundColor = view.kind === 'error' ? new vscode.ThemeColor('statusBarItem.errorBackground') : undefined;
+    statusItem.show();
 }
 
 function currentSettings(): CpcSettings {
@@ -62,12 +75,35 @@ async function startClient(): Promise<void> {
     };
     const started: LanguageClient = new LanguageClient(CONFIG_SECTION, CHANNEL_NAME, serverOptions, clientOptions);
     client = started;
+    showStatus(statusView({ state: 'starting' }));
+    let lastState = 'starting';
+    started.onNotification(STATUS_METHOD, (params: unknown) => {
+        if (client !== started || !isServerStatus(params)) {
+            return;
+        }
+        if (params.state !== 'ready') {
+            output?.info(`Server state: ${params.state}${params.error ? ` (${params.error})` : ''}`);
+        }
+        showStatus(statusView(params));
+        // The server holds requests made while the model loads, but keys typed before the
+        // client had started asked nobody: ask for the cursor's suggestion once, now.
+        if (params.state === 'ready' && lastState !== 'ready' && vscode.window.activeTextEditor) {
+            void vscode.commands.executeCommand('editor.action.inlineSuggest.trigger');
+        }
+        lastState = params.state;
+    });
+    started.onDidChangeState((event) => {
+        if (event.newState === State.Stopped && client === started && !retiring.has(started)) {
+            showStatus(notRunningView('The cpc-lsp process stopped; run "CPC: Restart Server" to start it again.'));
+        }
+    });
     output?.info(`Starting ${[settings.serverPath, ...settings.serverArgs].join(' ')}`);
     try {
         await started.start();
     } catch (error) {
         const message = startFailureMessage(settings, error);
         output?.error(message);
+        showStatus(notRunningView(message));
         void vscode.window.showErrorMessage(message, 'Open Settings').then((choice) => {
             if (choice === 'Open Settings') {
                 void vscode.commands.executeCommand('workbench.action.openSettings', `${CONFIG_SECTION}.serverPath`);
@@ -102,9 +138,14 @@ function restart(): Promise<void> {
 
 export function activate(context: vscode.ExtensionContext): void {
     output = vscode.window.createOutputChannel(CHANNEL_NAME, { log: true });
+    statusItem = vscode.window.createStatusBarItem('cpc.status', vscode.StatusBarAlignment.Right, 100);
+    statusItem.name = 'CPC';
+    statusItem.command = 'cpc.showLog';
     context.subscriptions.push(
         output,
+        statusItem,
         vscode.commands.registerCommand('cpc.restartServer', restart),
+        vscode.commands.registerCommand('cpc.showLog', () => output?.show(true)),
         vscode.workspace.onDidChangeConfiguration((event) => {
             // Other cpc settings reach the running server through
             // workspace/didChangeConfiguration (synchronize.configurationSection).

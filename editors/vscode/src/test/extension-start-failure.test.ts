@@ -5,7 +5,7 @@ import { describe, it } from 'node:test';
 import { installVscodeStub } from './vscode-stub';
 
 const missing = '/nonexistent/bin/cpc-lsp';
-const { channels, commands, errors } = installVscodeStub({ serverPath: missing });
+const { channels, commands, errors, statusItems } = installVscodeStub({ serverPath: missing });
 // eslint-disable-next-line @typescript-eslint/no-require-imports
 const extension = require('../extension') as typeof import('../extension');
 
@@ -30,6 +30,10 @@ describe('extension with a missing server', () => {
         const lines = channels.find((c) => c.name === 'CPC')!.lines;
         assert.ok(lines.some((l) => l.startsWith('CPC: could not start')), lines.join('\n'));
         assert.ok(commands.has('cpc.restartServer'));
+        const item = statusItems[0];
+        assert.equal(item.text, '$(error) CPC: server not running');
+        assert.match(item.tooltip, /cpc\.serverPath/);
+        assert.equal(item.backgroundColor?.id, 'statusBarItem.errorBackground');
     });
 
     it('deactivates without trying to stop a client that never ran', async () => {

@@ -32,7 +32,7 @@ const settings: Record<string, unknown> = {
     workspaceMaxFiles: 100,
 };
 
-const { commands, providers, channels, errors, changeConfiguration } = installVscodeStub(settings);
+const { commands, providers, channels, errors, statusItems, executed, changeConfiguration } = installVscodeStub(settings);
 // eslint-disable-next-line @typescript-eslint/no-require-imports
 const extension = require('../extension') as typeof import('../extension');
 
@@ -79,6 +79,25 @@ describe('extension (stub vscode, fake server)', () => {
             [['CPC', { log: true }]],
         );
         assert.ok(commands.has('cpc.restartServer'));
+        assert.ok(commands.has('cpc.showLog'));
+    });
+
+    it("shows the server's state from cpc/status notifications in a status bar item", async () => {
+        assert.equal(statusItems.length, 1);
+        const item = statusItems[0];
+        await waitFor(() => item.text.includes('ready'), 'the status item to say ready');
+        assert.equal(item.text, '$(check) CPC: ready');
+        assert.match(item.tooltip, /fake-model/);
+        assert.equal(item.command, 'cpc.showLog');
+        assert.ok(item.visible && item.backgroundColor === undefined);
+        assert.ok(channels[0].lines.some((line) => line.includes('Server state: loading')), channels[0].lines.join('\n'));
+    });
+
+    it('asks for the cursor\'s suggestion once when the model becomes ready', () => {
+        assert.deepEqual(
+            executed.filter((id) => id === 'editor.action.inlineSuggest.trigger'),
+            ['editor.action.inlineSuggest.trigger'],
+        );
     });
 
     it('starts serverPath with serverArgs only (expanded), over stdio', () => {

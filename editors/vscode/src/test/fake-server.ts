@@ -1,7 +1,9 @@
 // A minimal LSP server over stdio for the extension test: it appends its
 // command-line arguments and every message it receives to the file named by
 // $CPC_FAKE_SERVER_LOG (one JSON object a line), and answers initialize
-// (advertising inline completions) and shutdown.
+// (advertising inline completions) and shutdown; after `initialized` it
+// reports a model load as cpc-lsp does (`cpc/status` notifications: loading,
+// then ready).
 import * as fs from 'node:fs';
 
 const log = process.env.CPC_FAKE_SERVER_LOG;
@@ -38,6 +40,9 @@ process.stdin.on('data', (chunk: Buffer) => {
                 id: message.id,
                 result: { capabilities: { textDocumentSync: 1, inlineCompletionProvider: true }, serverInfo: { name: 'fake-cpc-lsp' } },
             });
+        } else if (message.method === 'initialized') {
+            send({ jsonrpc: '2.0', method: 'cpc/status', params: { state: 'loading', ready: false, model: null } });
+            send({ jsonrpc: '2.0', method: 'cpc/status', params: { state: 'ready', ready: true, model: 'fake-model' } });
         } else if (message.method === 'shutdown') {
             send({ jsonrpc: '2.0', id: message.id, result: null });
         } else if (message.method === 'exit') {

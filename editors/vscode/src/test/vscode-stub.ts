@@ -13,8 +13,22 @@ export interface VscodeStub {
     channels: { name: string; options: unknown; lines: string[] }[];
     /** Messages passed to window.showErrorMessage. */
     errors: string[];
+    /** Commands run with commands.executeCommand, in order. */
+    executed: string[];
+    /** Status bar items created: id, and what the code set on them. */
+    statusItems: StatusItem[];
     /** Fire workspace.onDidChangeConfiguration for these settings (e.g. 'cpc.serverArgs'). */
     changeConfiguration(...changed: string[]): void;
+}
+
+/** A status bar item as the code leaves it. */
+export interface StatusItem {
+    id: string;
+    text: string;
+    tooltip: string;
+    command?: string;
+    backgroundColor?: { id: string };
+    visible: boolean;
 }
 
 /** `settings` is the live `cpc` section: change it, then call changeConfiguration. */
@@ -23,6 +37,8 @@ export function installVscodeStub(settings: Record<string, unknown>): VscodeStub
     const providers: string[] = [];
     const channels: { name: string; options: unknown; lines: string[] }[] = [];
     const errors: string[] = [];
+    const statusItems: StatusItem[] = [];
+    const executed: string[] = [];
     const configurationListeners: ((event: any) => void)[] = [];
     /** What VS Code does when settings change: tell every listener (the client's and the extension's). */
     function changeConfiguration(...changed: string[]): void {
@@ -103,10 +119,34 @@ export function installVscodeStub(settings: Record<string, unknown>): VscodeStub
         };
     }
 
+    function createStatusBarItem(id: string) {
+        const item: StatusItem & { show(): void; hide(): void; dispose(): void } = {
+            id,
+            text: '',
+            tooltip: '',
+            visible: false,
+            show() {
+                item.visible = true;
+            },
+            hide() {
+                item.visible = false;
+            },
+            dispose() {},
+        };
+        statusItems.push(item);
+        return item;
+    }
+
+    class ThemeColor {
+        constructor(readonly id: string) {}
+    }
+
     const vscodeStub = withFallback('vscode', {
         version: '1.91.0',
         EventEmitter,
         Disposable,
+        ThemeColor,
+        StatusBarAlignment: { Left: 1, Right: 2 },
         env: withFallback('env', { language: 'en', appName: 'stub', machineId: 'test' }),
         workspace: withFallback('workspace', {
             workspaceFolders: undefined,
@@ -123,7 +163,9 @@ export function installVscodeStub(settings: Record<string, unknown>): VscodeStub
             },
         }),
         window: withFallback('window', {
+            activeTextEditor: { document: { uri: 'file:///stub.py' } },
             createOutputChannel: logChannel,
+            createStatusBarItem,
             showErrorMessage: (message: string) => {
                 errors.push(message);
                 return Promise.resolve(undefined);
@@ -134,7 +176,10 @@ export function installVscodeStub(settings: Record<string, unknown>): VscodeStub
                 commands.set(id, callback);
                 return { dispose() {} };
             },
-            executeCommand: () => Promise.resolve(undefined),
+            executeCommand: (id: string) => {
+                executed.push(id);
+                return Promise.resolve(undefined);
+            },
         }),
     });
 
@@ -145,5 +190,5 @@ export function installVscodeStub(settings: Record<string, unknown>): VscodeStub
     };
     require.cache.vscode = { id: 'vscode', filename: 'vscode', loaded: true, exports: vscodeStub } as any;
 
-    return { commands, providers, channels, errors, changeConfiguration };
+    return { commands, providers, channels, errors, statusItems, executed, changeConfiguration };
 }

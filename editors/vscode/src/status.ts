@@ -1,0 +1,63 @@
+/*
+ * What the status bar item says about the server: pure logic, no `vscode`
+ * import (the unit tests run it with Node alone). The server pushes its
+ * state in `cpc/status` notifications (the same object as the answer to the
+ * `cpc/status` request) whenever a model load starts or ends.
+ */
+
+/** The `cpc/status` notification and request method. */
+export const STATUS_METHOD = 'cpc/status';
+
+/** The part of the server's `cpc/status` object the status item shows. */
+export interface ServerStatus {
+    /** `starting` (no load asked yet), `loading`, `ready` or `error` (the last load failed). */
+    state: string;
+    model?: string | null;
+    modelPath?: string | null;
+    error?: string | null;
+}
+
+/** The status item's look: `kind` picks its colours. */
+export interface StatusView {
+    text: string;
+    tooltip: string;
+    kind: 'busy' | 'ready' | 'error';
+}
+
+const CLICK = 'Click to show the CPC log.';
+
+/** The view of a server state from a `cpc/status` notification. */
+export function statusView(status: ServerStatus): StatusView {
+    switch (status.state) {
+        case 'loading':
+            return {
+                text: '$(sync~spin) CPC: loading model',
+                tooltip: `cpc-lsp is loading the model; suggestions asked for meanwhile come when it is ready. ${CLICK}`,
+                kind: 'busy',
+            };
+        case 'ready':
+            return {
+                text: '$(check) CPC: ready',
+                tooltip: `cpc-lsp is ready: model ${status.model ?? '?'}${status.modelPath ? ` (${status.modelPath})` : ''}. ${CLICK}`,
+                kind: 'ready',
+            };
+        case 'error':
+            return {
+                text: '$(error) CPC: model error',
+                tooltip: `${status.error ?? 'the model could not be loaded'}. Check the cpc.model setting. ${CLICK}`,
+                kind: 'error',
+            };
+        default:
+            return { text: '$(sync~spin) CPC: starting', tooltip: `cpc-lsp is starting. ${CLICK}`, kind: 'busy' };
+    }
+}
+
+/** The view while the server process is not running (it could not start, or it stopped). */
+export function notRunningView(reason: string): StatusView {
+    return { text: '$(error) CPC: server not running', tooltip: `${reason} ${CLICK}`, kind: 'error' };
+}
+
+/** Whether a notification's params are a server status (anything else is ignored, not shown). */
+export function isServerStatus(value: unknown): value is ServerStatus {
+    return typeof value === 'object' && value !== null && typeof (value as ServerStatus).state === 'string';
+}

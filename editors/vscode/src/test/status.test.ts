@@ -1,0 +1,30 @@
+// The status bar item's views of the server states (src/status.ts).
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { isServerStatus, notRunningView, statusView } from '../status';
+
+describe('status views', () => {
+    it('says loading, ready (with the model) and error (with the reason)', () => {
+        assert.equal(statusView({ state: 'loading' }).text, '$(sync~spin) CPC: loading model');
+        const ready = statusView({ state: 'ready', model: 'gemma', modelPath: '/m/gemma.gguf' });
+        assert.equal(ready.text, '$(check) CPC: ready');
+        assert.match(ready.tooltip, /gemma \(\/m\/gemma\.gguf\)/);
+        const error = statusView({ state: 'error', error: 'could not load the model: no such file' });
+        assert.equal(error.kind, 'error');
+        assert.match(error.tooltip, /no such file/);
+        assert.match(error.tooltip, /cpc\.model/);
+    });
+
+    it('treats an unknown state as starting, and a stopped server as an error', () => {
+        assert.equal(statusView({ state: 'starting' }).kind, 'busy');
+        assert.equal(statusView({ state: 'something new' }).text, '$(sync~spin) CPC: starting');
+        assert.equal(notRunningView('gone').kind, 'error');
+    });
+
+    it('accepts only objects with a string state as a server status', () => {
+        assert.ok(isServerStatus({ state: 'ready' }));
+        for (const value of [null, undefined, 'ready', { state: 1 }, {}]) {
+            assert.equal(isServerStatus(value), false, JSON.stringify(value));
+        }
+    });
+});
