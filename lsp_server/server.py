@@ -9,6 +9,11 @@ one is stopped at its next model evaluation and answers an empty list, and
 ``$/cancelRequest`` stops it the same way. Until the model is loaded,
 requests answer an empty list.
 
+A model on a shared server (`cpc.remote`): when the server stops answering,
+the user hears it once (``showMessage``), requests answer an empty list
+meanwhile, and the first request the server answers again says so; nothing
+is restarted.
+
 Workspace fusion: the session's workspace model follows the open documents
 (each ``didOpen``/``didChange`` queues the document's newest text on the
 worker, so a completion submitted after it sees it) and reads the client's
@@ -36,6 +41,7 @@ from pygls.uris import to_fs_path, uri_scheme
 from cpc.fusion import WorkspaceModel
 from cpc.lm import Cancelled
 from cpc.models import ModelError
+from cpc.remote import LlamaServerLM, RemoteUnavailable
 from cpc.session import CompletionSession
 from cpc.workspace import ScanReport, WorkspaceLimits
 from lsp_server import logs
@@ -112,6 +118,8 @@ class CPCServer(CheckedLanguageServer):
         self.session.max_document_bytes = self.settings.workspace_max_file_bytes
         self.worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cpc-engine")
         self.load_error: str | None = None
+        self.server_error: str | None = None
+        """Why the model's server does not answer (None while it does, and for an in-process model)."""
         self.loading = False
         self.counts = {"requests": 0, "from_cache": 0, "from_model": 0, "superseded": 0, "stopped": 0, "not_ready": 0}
         """``superseded``: dropped for a newer request before the model started;
@@ -178,6 +186,7 @@ class CPCServer(CheckedLanguageServer):
                     gpu_layers=settings.gpu_layers,
                     threads=settings.threads,
                     context_size=settings.context_size,
+                    remote=settings.remote,
                     progress=report,
                 )
             )
@@ -193,8 +202,12 @@ class CPCServer(CheckedLanguageServer):
             self.show(types.MessageType.Error, f"cpc-lsp {self.load_error}")
         else:
             self.load_error = None
+            self.server_error = None
             name = self.session.engine.vocab.name
             self.log(f"model ready: {name} in {time.perf_counter() - started:.1f} s")
+            lm = self.session.engine.lm
+            if isinstance(lm, LlamaServerLM) and lm.last_error:
+                self.server_down(lm.last_error)
         finally:
             self.loading = False
             if progress:
@@ -443,14 +456,28 @@ class CPCServer(CheckedLanguageServer):
             raise
         except Cancelled:
             return []
+        except RemoteUnavailable as error:
+            self.server_down(str(error))
+            return []
         except Exception as error:  # a failed request must not take the server down
             log.exception("completion failed")
             self.show(types.MessageType.Error, f"cpc-lsp: completion failed: {error}")
             return []
         finally:
             self.in_flight -= 1
+        if self.server_error is not None and not answer.from_cache:
+            self.server_error = None
+            self.show(types.MessageType.Info, "cpc-lsp: the model server answers again")
         self.counts["from_cache" if answer.from_cache else "from_model"] += 1
         return answer.completions
+
+    def server_down(self, reason: str) -> None:
+        """The model's server does not answer: tell the user once, not on every keystroke."""
+        if self.server_error is None:
+            self.show(types.MessageType.Warning, f"cpc-lsp: {reason}")
+        else:
+            log.info("the model server still does not answer: %s", reason)
+        self.server_error = reason
 
     def status(self) -> dict[str, Any]:
         engine = self.session.engine
@@ -460,6 +487,7 @@ class CPCServer(CheckedLanguageServer):
             "model": engine.vocab.name if engine else None,
             "modelPath": str(engine.model.path) if engine else None,
             "error": self.load_error,
+            "serverError": self.server_error,
             "running": self.in_flight,
             "settings": self.settings.as_client_json(),
             **self.counts,
