@@ -41,7 +41,7 @@ from pygls.uris import to_fs_path, uri_scheme
 from cpc.fusion import WorkspaceModel
 from cpc.lm import Cancelled
 from cpc.models import ModelError
-from cpc.remote import LlamaServerLM, RemoteUnavailable
+from cpc.remote import LlamaServerLM, RemoteMismatch, RemoteUnavailable
 from cpc.session import CompletionSession
 from cpc.workspace import ScanReport, WorkspaceLimits
 from lsp_server import logs
@@ -456,7 +456,7 @@ class CPCServer(CheckedLanguageServer):
             raise
         except Cancelled:
             return []
-        except RemoteUnavailable as error:
+        except (RemoteUnavailable, RemoteMismatch) as error:
             self.server_down(str(error))
             return []
         except Exception as error:  # a failed request must not take the server down
@@ -472,7 +472,7 @@ class CPCServer(CheckedLanguageServer):
         return answer.completions
 
     def server_down(self, reason: str) -> None:
-        """The model's server does not answer: tell the user once, not on every keystroke."""
+        """The model's server does not answer (or another model does): tell the user once, not on every keystroke."""
         if self.server_error is None:
             self.show(types.MessageType.Warning, f"cpc-lsp: {reason}")
         else:
