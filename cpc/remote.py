@@ -309,7 +309,7 @@ class LlamaServerLM(LanguageModel):
             answer = self._request("POST", "/completion", self._body(state, k))
             ids, logprobs, evaluated = _parse_completion(answer, self.url)
             row, bound = full_row(ids, logprobs, self.n_vocab)
-            loose = needed is not None and _loose(ids, logprobs, needed, bound)
+            loose = needed is not None and _loose(ids, logprobs, needed, bound, self.n_vocab)
             log.debug(
                 "state of %d tokens: K=%d covers %.6f, rest %.3g, every other token <= %.3g%s",
                 len(state), bound.k, 1 - bound.rest, bound.rest, bound.kth, ", widening" if loose else "",
@@ -437,14 +437,20 @@ def _parse_completion(answer: dict, url: str) -> tuple[np.ndarray, np.ndarray, i
     return ids, logprobs, evaluated
 
 
-def _loose(ids: np.ndarray, logprobs: np.ndarray, needed: np.ndarray, bound: Bound) -> bool:
-    """Whether the needed tokens outside the top K may hold more than `WIDEN_TOLERANCE` of the known ones' mass."""
+def _loose(ids: np.ndarray, logprobs: np.ndarray, needed: np.ndarray, bound: Bound, n_vocab: int) -> bool:
+    """Whether the row may be off by more than `WIDEN_TOLERANCE` of the mass it gives the needed tokens.
+
+    The needed tokens outside the top K hold between 0 and
+    ``min(rest, unknown * kth)``; the row gives them ``unknown * share``.
+    """
     known = np.isin(ids, needed)
     unknown = len(needed) - int(known.sum())
     if unknown == 0 or bound.rest == 0:
         return False
     possible = min(bound.rest, unknown * bound.kth)
-    return possible > WIDEN_TOLERANCE * float(np.exp(logprobs[known]).sum())
+    given = unknown * min(bound.rest / (n_vocab - bound.k), bound.kth)
+    error = max(given, possible - given)
+    return error > WIDEN_TOLERANCE * (float(np.exp(logprobs[known]).sum()) + given)
 
 
 _DROPPED = (ConnectionResetError, BrokenPipeError, http.client.RemoteDisconnected, http.client.BadStatusLine)

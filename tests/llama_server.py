@@ -20,6 +20,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+from cpc.gguf import cpu_has_amx
 from cpc.models import resolve_model
 
 BINARY = Path(sys.executable).with_name("llama-server")
@@ -67,7 +68,9 @@ class LlamaServer:
             str(BINARY), "-m", str(self.model), "--host", "127.0.0.1", "--port", str(self.port),
             "-c", str(self.slot_context * self.parallel), "--parallel", str(self.parallel), "--no-kv-unified",
             # Gemma 3's sliding-window layers keep every position, so any cached prefix is reusable
-            "--swa-full", "-t", str(self.threads), "--no-webui", *self.extra,
+            "--swa-full", "-t", str(self.threads), "--no-webui",
+            # as in-process (cpc.gguf): AMX weight buffers crashed llama.cpp on this machine's VM
+            *(["--no-repack"] if cpu_has_amx() else []), *self.extra,
         ]
 
     def start(self, timeout: float = 120) -> LlamaServer:
@@ -81,6 +84,7 @@ class LlamaServer:
             if self.process.poll() is not None:
                 raise RuntimeError(f"llama-server exited with {self.process.returncode}: {' '.join(self.command())}")
             if self.healthy():
+                self._warm_up()
                 return self
             time.sleep(0.1)
         self.stop()
@@ -92,6 +96,13 @@ class LlamaServer:
                 return response.status == 200 and json.load(response).get("status") == "ok"
         except (OSError, ValueError, urllib.error.URLError):
             return False
+
+    def _warm_up(self) -> None:
+        """One tiny completion: the first one allocates the compute graphs, which tests should not time."""
+        body = json.dumps({"prompt": "def", "n_predict": 1}).encode()
+        request = urllib.request.Request(f"{self.url}/completion", body, {"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=60) as response:
+            response.read()
 
     def pause(self) -> None:
         """SIGSTOP: connections are accepted by the kernel and nothing answers."""

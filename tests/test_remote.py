@@ -96,7 +96,7 @@ def test_a_server_of_another_model_is_refused_by_name():
 
 def test_faults_are_clear_and_the_same_client_recovers():
     port = free_port()
-    engine = remote_engine(f"http://127.0.0.1:{port}", timeout_s=2.0, retries=1, backoff_s=0.1)
+    engine = remote_engine(f"http://127.0.0.1:{port}", timeout_s=8.0, retries=1, backoff_s=0.1)
     lm = engine.lm
     assert "refused the connection" in lm.last_error, "not started: said at load, the engine still loads"
     with pytest.raises(RemoteUnavailable, match=f"127.0.0.1:{port} refused the connection"):
@@ -108,10 +108,10 @@ def test_faults_are_clear_and_the_same_client_recovers():
 
         server.pause()  # slow: nothing answers
         started = time.monotonic()
-        with pytest.raises(RemoteUnavailable, match="did not answer .* within 2 s"):
+        with pytest.raises(RemoteUnavailable, match="did not answer .* within 8 s"):
             engine.conditioner.clear()
             generate(engine, PREFIX + "\n", "", Options(max_tokens=4))
-        assert time.monotonic() - started < 10
+        assert time.monotonic() - started < 20
         server.resume()
         engine.conditioner.clear()
         assert generate(engine, PREFIX, "", Options(max_tokens=4)).completions, "resumed: served"
