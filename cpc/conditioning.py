@@ -34,12 +34,15 @@ import numpy as np
 
 from cpc.beam import EOS, Beam, ByteBeam, logsumexp, normalised_log
 from cpc.candidates import Analysis, CandidateFinder
-from cpc.lm import State
+from cpc.lm import LanguageModel, State
 from cpc.pretokenize import ends_inside_character, split_tail
 from cpc.tokenizer import Tokenizer
 
 _PREFETCH_LIMIT = 48  # canonical tail states fetched up front; the beam fetches any others itself
 _PROMPT_BLOCK = 256  # a long prompt is cut in blocks, so it stays the same while the user types
+SHORT_BLOCK = 64
+"""A prompt cut short for a time budget starts on a multiple of this many tokens into the full window
+(and keeps at least this many), so it too stays the same while the user types."""
 
 
 def prompt_window(tokens: State | list[int], max_tokens: int) -> State:
@@ -54,6 +57,28 @@ def prompt_window(tokens: State | list[int], max_tokens: int) -> State:
     excess = len(tokens) - max_tokens
     dropped = -(-excess // _PROMPT_BLOCK) * _PROMPT_BLOCK if excess > 0 else 0
     return tuple(tokens[dropped:])
+
+
+def fit_window(lm: LanguageModel, head: State, tokens: State, middle: State, budget_ms: float | None) -> State:
+    """The longest end of the prompt window ``tokens`` whose uncached part the model reads within ``budget_ms``.
+
+    What the model reads is ``head + window + middle``; the tokens its cache
+    already holds cost nothing, the others ``1 / lm.prefill_rate`` seconds
+    each (a few always pass: a keystroke's new tokens). The window is cut in
+    `SHORT_BLOCK` blocks from its start, so a cut window stays the same (and
+    cached) while the user types; no budget or a budget the whole window
+    fits: ``tokens`` itself.
+    """
+    if budget_ms is None or budget_ms <= 0:
+        return tokens
+    affordable = max(budget_ms / 1000 * lm.prefill_rate, SHORT_BLOCK // 4)
+    last = max(0, (len(tokens) - SHORT_BLOCK) // SHORT_BLOCK * SHORT_BLOCK)
+    for start in range(0, last + 1, SHORT_BLOCK):
+        window = tokens[start:]
+        state = head + window + middle
+        if len(state) - lm.cached_length(state) <= affordable or start == last:
+            return window
+    return tokens
 
 
 def stable_tokens(tokenizer: Tokenizer, text: str, max_tokens: int) -> tuple[State, int]:
@@ -110,6 +135,8 @@ class Conditioning:
     text: str
     prompt: State
     """BOS (or a FIM head), the model's tokens of the stable part, and the FIM middle: shared by every path."""
+    cut_short: bool
+    """The stable part was cut shorter than ``max_prompt_tokens`` to keep within a prompt-time budget."""
     tail: bytes
     """The bytes after the prompt, up to the cursor."""
     paths: list[CoveringPath]
@@ -144,18 +171,24 @@ class Conditioner:
         self.max_validated = max_validated
         self._canonical_cache: OrderedDict[bytes, tuple[int, ...]] = OrderedDict()
 
-    def condition(self, text: str, *, head: State | None = None, middle: State = ()) -> Conditioning:
+    def condition(
+        self, text: str, *, head: State | None = None, middle: State = (), budget_ms: float | None = None
+    ) -> Conditioning:
         """The covering paths of ``text`` (everything before the cursor), weighed by the model.
 
         The model reads ``head`` (default: the document start), the stable
         part's tokens, ``middle``, then the tail: a fill-in-the-middle
         prompt puts the FIM-prefix token in ``head`` and the suffix between
-        the FIM-suffix and FIM-middle tokens in ``middle``.
+        the FIM-suffix and FIM-middle tokens in ``middle``. With
+        ``budget_ms``, the stable part is cut (`fit_window`) so that reading
+        what the cache lacks of it takes about that long at most.
         """
         data = text.encode("utf-8")
-        prompt, anchor = stable_tokens(self.tokenizer, text, self.max_prompt_tokens)
+        full, anchor = stable_tokens(self.tokenizer, text, self.max_prompt_tokens)
+        head = self.beam.lm.bos if head is None else head
+        prompt = fit_window(self.beam.lm, head, full, middle, budget_ms)
         tail = data[anchor:]
-        lm_start = (self.beam.lm.bos if head is None else head) + prompt + middle
+        lm_start = head + prompt + middle
         self.beam.lm.expect(lm_start, tail)
         self._prefetch(lm_start, tail)
         position = self.beam.index.position
@@ -178,6 +211,7 @@ class Conditioner:
         return Conditioning(
             text=text,
             prompt=lm_start,
+            cut_short=len(prompt) < len(full),
             tail=tail,
             paths=paths[: self.max_paths],
             logprob=logprob,

@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from cpc.conditioning import prompt_window
+from cpc.conditioning import fit_window, prompt_window, stable_tokens
 from cpc.detok import Detokenizer
 from cpc.lm import Cancelled, State
 
@@ -53,11 +53,11 @@ if TYPE_CHECKING:
     from cpc.engine import Engine
     from cpc.fusion import Fusion, FusionState
 
-__all__ = ["MODES", "Cancelled", "Completion", "Generation", "Options", "StopRules", "generate", "prompt_frame"]
+__all__ = ["MODES", "Cancelled", "Completion", "Generation", "Options", "StopRules", "generate", "prompt_frame", "warm"]
 
 MODES = ("naive", "heal", "cpc")
 
-MARGINAL_TOKENS = 32
+MARGINAL_TOKENS = 256
 """``cpc``: first tokens per covering path whose mass the byte-level marginal sums."""
 
 FUSION_PATHS = 16
@@ -82,6 +82,10 @@ class Options:
     max_suffix_tokens: int = 256
     lookahead_paths: int = 4
     """``cpc``: how many of the best covering paths compete for the first generated token."""
+    prompt_budget_ms: float | None = None
+    """Cut the prompt window (`cpc.conditioning.fit_window`) so that reading what the KV cache lacks
+    of it takes about this long: a cold request is answered from the text just before the cursor
+    (llama.vim's ``t_max_prompt_ms``), and `warm` reads the whole window for the next one. None: no cut."""
     lookahead_margin: float = 4.0
     """``cpc``: of those, only the paths at most this many nats behind the best are evaluated. One
     further behind wins only where the best path's likeliest next token has a probability under
@@ -115,6 +119,8 @@ class Generation:
     elapsed_ms: float
     lm_calls: int
     prompt_tokens: int
+    cut_short: bool = False
+    """The prompt window was cut for ``prompt_budget_ms``: `warm` it for the next request."""
 
 
 @dataclass
@@ -233,7 +239,7 @@ def _generate(engine: Engine, prefix: str, suffix: str, options: Options, fusion
     started = time.perf_counter()
     calls = engine.lm.stats.calls
     head, middle = prompt_frame(engine, suffix, options)
-    prompt, starts = _starts(engine, prefix, head, middle, options, fusion is not None)
+    prompt, starts, cut_short = _starts(engine, prefix, head, middle, options, fusion is not None)
     fused = _Fused(fusion, prompt[: len(prompt) - len(middle)], prefix.encode("utf-8")) if fusion else None
     if fused is not None:
         starts, scores = fused.best(starts, max(options.lookahead_paths, options.n))
@@ -255,7 +261,26 @@ def _generate(engine: Engine, prefix: str, suffix: str, options: Options, fusion
         elapsed_ms=(time.perf_counter() - started) * 1000,
         lm_calls=engine.lm.stats.calls - calls,
         prompt_tokens=len(prompt),
+        cut_short=cut_short,
     )
+
+
+def warm(engine: Engine, prefix: str, suffix: str = "", options: Options = Options(),
+         cancelled: Callable[[], bool] | None = None) -> int:
+    """Read the whole prompt window of a request at this cursor into the KV cache, ahead of it.
+
+    What a request would read before the text it conditions on: the FIM
+    frame and the stable part's tokens, without a time budget. Stops with
+    `cpc.lm.Cancelled` when ``cancelled`` turns True (what was read keeps).
+    Returns the tokens read.
+    """
+    head, middle = prompt_frame(engine, suffix, options)
+    tokens, _ = stable_tokens(engine.tokenizer, prefix, engine.conditioner.max_prompt_tokens)
+    engine.lm.interrupt = cancelled
+    try:
+        return engine.lm.prefill(head + tokens + middle)
+    finally:
+        engine.lm.interrupt = None
 
 
 def prompt_frame(engine: Engine, suffix: str, options: Options = Options()) -> tuple[State, State]:
@@ -276,13 +301,14 @@ def prompt_frame(engine: Engine, suffix: str, options: Options = Options()) -> t
 
 def _starts(
     engine: Engine, prefix: str, head: State, middle: State, options: Options, fusion: bool = False
-) -> tuple[State, list[_Start]]:
-    """The prompt the mode shares, and the states generation may start from.
+) -> tuple[State, list[_Start], bool]:
+    """The prompt the mode shares, the states generation may start from, and whether the window was cut.
 
     With fusion, ``cpc`` offers `FUSION_PATHS` covering paths, for fusion to pick the best of.
     """
+    budget = options.prompt_budget_ms
     if options.mode == "cpc":
-        conditioning = engine.conditioner.condition(prefix, head=head, middle=middle)
+        conditioning = engine.conditioner.condition(prefix, head=head, middle=middle, budget_ms=budget)
         best = conditioning.paths[: max(options.lookahead_paths, options.n, FUSION_PATHS if fusion else 0)]
         prompt = conditioning.prompt
         return prompt, [
@@ -291,14 +317,15 @@ def _starts(
                 path=path.tokens[len(prompt) :],
             )
             for path in best
-        ]
-    tokens = prompt_window(engine.tokenizer.encode(prefix.encode("utf-8")), engine.conditioner.max_prompt_tokens)
+        ], conditioning.cut_short
+    full = prompt_window(engine.tokenizer.encode(prefix.encode("utf-8")), engine.conditioner.max_prompt_tokens)
+    tokens = fit_window(engine.lm, head, full, middle, budget)
     if options.mode == "heal" and tokens:
         prompt = head + tokens[:-1] + middle
         healed = engine.vocab.pieces[tokens[-1]]
-        return prompt, [_Start(prompt, 0.0, healed, allowed=engine.index.range_starting_with(healed))]
+        return prompt, [_Start(prompt, 0.0, healed, allowed=engine.index.range_starting_with(healed))], len(tokens) < len(full)
     prompt = head + tokens + middle
-    return prompt, [_Start(prompt, 0.0)]
+    return prompt, [_Start(prompt, 0.0)], len(tokens) < len(full)
 
 
 @dataclass

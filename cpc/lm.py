@@ -34,6 +34,7 @@ from __future__ import annotations
 import ctypes
 import os
 import sys
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -50,6 +51,14 @@ State = tuple[int, ...]
 DEFAULT_CONTEXT_SIZE = 1536
 """Tokens of context per sequence in the KV cache (it keeps ``n_seq`` sequences)."""
 
+PREFILL_CHUNK = 64
+"""Tokens per ``llama_decode`` when a long prompt is read: the interrupt is polled between chunks
+and each chunk read is kept, so a request made obsolete stops within one chunk (about 0.1 s on
+2 cores) and the next one goes on from there. Chunks of 512 read barely faster."""
+
+INITIAL_PREFILL_RATE = 300.0
+"""Tokens per second assumed for reading a prompt until one has been timed."""
+
 
 @dataclass
 class LMStats:
@@ -63,6 +72,8 @@ class LMStats:
     """Tokens evaluated."""
     states: int = 0
     """States answered."""
+    prefilled: int = 0
+    """Tokens read ahead by `LlamaLM.prefill` (warming the cache)."""
 
 
 class Cancelled(Exception):
@@ -100,6 +111,19 @@ class LanguageModel(ABC):
         makes sure the tokens that can spell ``data`` are known well; an
         exact backend has nothing to do.
         """
+
+    prefill_rate: float = INITIAL_PREFILL_RATE
+    """Prompt tokens read per second, as last measured: what a prompt-time budget is planned with."""
+
+    def cached_length(self, state: Sequence[int]) -> int:
+        """How many of ``state``'s first tokens are kept from earlier calls (none without a cache)."""
+        return 0
+
+    def prefill(self, state: Sequence[int]) -> int:
+        """Read ``state`` ahead into what is kept between calls, so that a later call on it or on
+        an extension of it costs only what follows; returns the tokens read. Polls ``interrupt``
+        (raising `Cancelled`); what was read before keeps. Without a cache there is nothing to do."""
+        return 0
 
     def eos_logprob(self, logprobs: np.ndarray) -> np.ndarray:
         """``log P(end of sequence | state)`` per row of `next_logprobs`' result."""
@@ -169,6 +193,7 @@ class LlamaLM(LanguageModel):
         self._last_used = [0] * n_seq
         self._clock = 0
         self.bos = (document_start(model.vocab_handle),)
+        self.prefill_rate = INITIAL_PREFILL_RATE
 
     def __del__(self) -> None:
         if sys.is_finalizing():  # finalizers run in any order then: the process frees it all
@@ -210,6 +235,25 @@ class LlamaLM(LanguageModel):
             self._evaluate(order[start : start + step], rows[start : start + step])
         return rows[[unique[tuple(state)] for state in states]]
 
+    def cached_length(self, state: Sequence[int]) -> int:
+        array = np.asarray(state, dtype=np.int64)
+        return max(_common_prefix(slot, array) for slot in self._slots)
+
+    def prefill(self, state: Sequence[int]) -> int:
+        state = tuple(state)
+        if len(state) > self.n_ctx:
+            raise ValueError(f"a state of {len(state)} tokens does not fit the context of {self.n_ctx}")
+        missing = len(state) - self.cached_length(state)
+        if missing <= 0:
+            return 0
+        self.check_interrupt()
+        before = self.stats.tokens
+        try:
+            self._evaluate([state], None)
+        finally:
+            self.stats.prefilled += self.stats.tokens - before
+        return missing
+
     def token_logprobs(self, tokens: Sequence[int]) -> np.ndarray:
         tokens = np.asarray(tokens, dtype=np.int64)
         if len(tokens) > self.n_ctx:
@@ -230,32 +274,44 @@ class LlamaLM(LanguageModel):
             self._slots[0] = tokens[: positions.stop]
         return result
 
-    def _evaluate(self, states: list[State], out: np.ndarray) -> None:
-        """Logits after every state (at most ``n_seq``), in one or more batches."""
+    def _evaluate(self, states: list[State], out: np.ndarray | None) -> None:
+        """Logits after every state (at most ``n_seq``) into ``out`` (None: read the states, no logits).
+
+        Long work goes in chunks of `PREFILL_CHUNK`: between them the
+        interrupt is polled, and each slot records what it holds so far, so
+        an interrupted prompt is not read again.
+        """
         arrays = [np.asarray(state, dtype=np.int64) for state in states]
         self._prefill_shared(arrays)
         lengths = np.array([len(state) for state in arrays])
         cached = np.array([[_common_prefix(slot, state) for slot in self._slots] for state in arrays])
-        cached = np.minimum(cached, (lengths - 1)[:, None])  # the last token is always evaluated
+        if out is not None:
+            cached = np.minimum(cached, (lengths - 1)[:, None])  # the last token is always evaluated
         targets, reuse = self._arrange(cached)
         work: list[_Work] = []
         for i, state in enumerate(arrays):
             self._slots[targets[i]] = state[: reuse[i]]
+            last = len(state) - 1 if out is not None else -1
             for pos in range(int(reuse[i]), len(state)):
-                work.append((int(state[pos]), pos, int(targets[i]), i if pos == len(state) - 1 else -1))
-        for start in range(0, len(work), self.n_batch):
+                work.append((int(state[pos]), pos, int(targets[i]), i if pos == last else -1))
+        owner = {int(target): i for i, target in enumerate(targets)}
+        for start in range(0, len(work), PREFILL_CHUNK):
             if start:
-                # A slot holds at least what it records; whatever an interrupted
-                # batch left past that is removed when the slot is next used.
                 self.check_interrupt()
-            chunk = work[start : start + self.n_batch]
+            chunk = work[start : start + PREFILL_CHUNK]
             self._fill(chunk)
+            began = time.perf_counter()
             self._decode()
-            for batch_index, (_, _, _, state) in enumerate(chunk):
+            self._time_prefill(len(chunk), time.perf_counter() - began)
+            for batch_index, (_, pos, seq, state) in enumerate(chunk):
                 if state >= 0:
                     out[state] = self._logprobs(batch_index)
-        for i, target in enumerate(targets):
-            self._slots[target] = arrays[i]
+                self._slots[seq] = arrays[owner[seq]][: pos + 1]
+
+    def _time_prefill(self, tokens: int, seconds: float) -> None:
+        """Keep `prefill_rate` current from the chunks of a long read."""
+        if tokens >= PREFILL_CHUNK // 2 and seconds > 0:
+            self.prefill_rate = 0.7 * self.prefill_rate + 0.3 * tokens / seconds
 
     def _prefill_shared(self, arrays: list[np.ndarray]) -> None:
         """Evaluate once the new prefix that all states share (a cold prompt), before it is copied."""
@@ -271,10 +327,12 @@ class LlamaLM(LanguageModel):
         llama_cpp.llama_memory_seq_rm(self._memory, best, have, -1)
         prefix = arrays[0][:shared]
         self._slots[best] = prefix[:have]
-        for start in range(have, shared, self.n_batch):
-            stop = min(start + self.n_batch, shared)
+        for start in range(have, shared, PREFILL_CHUNK):
+            stop = min(start + PREFILL_CHUNK, shared)
             self._fill([(int(prefix[pos]), pos, best, -1) for pos in range(start, stop)])
+            began = time.perf_counter()
             self._decode()
+            self._time_prefill(stop - start, time.perf_counter() - began)
             self._slots[best] = prefix[:stop]
             self.check_interrupt()
 

@@ -20,7 +20,9 @@ owns that conversation and what the client must do to stay exact:
 - **KV reuse.** ``cache_prompt`` reuses the longest common prefix of a slot's
   last prompt, and slots share nothing, so a client keeps its requests on
   one slot (``id_slot``): a beam step's states differ in their last token or
-  two and cost a token or two each.
+  two and cost a token or two each. The client remembers the last prompt
+  its slot read (`cached_length`, for prompt-time budgets), and `prefill`
+  reads a prompt ahead with ``n_predict: 0`` (llama.vim's warm-up request).
 - **Concurrency.** The states of one call go out together on a bounded pool
   of keep-alive connections; the server queues a slot's requests and runs
   other clients' slots in parallel.
@@ -185,6 +187,8 @@ class LlamaServerLM(LanguageModel):
         self.last_error: str | None = None
         """Why the last call failed (None after a call that worked)."""
         self._verified = False
+        self._held: State = ()
+        """The last prompt our slot read, as far as this client knows (another client may share the slot)."""
         self._expected: tuple[State, bytes] | None = None
         self._needed_cache: dict[bytes, np.ndarray] = {}
         self._lock = threading.Lock()
@@ -253,12 +257,38 @@ class LlamaServerLM(LanguageModel):
 
     def reset(self) -> None:
         """Erase this client's slot on the server (a cold start for benchmarks); a refusal only logs."""
+        self._held = ()
         if self.slot is None:
             return
         try:
             self._request("POST", f"/slots/{self.slot}?action=erase", {})
         except (RemoteUnavailable, RemoteMismatch) as error:
             log.debug("erasing slot %s failed: %s", self.slot, error)
+
+    def cached_length(self, state: Sequence[int]) -> int:
+        held, state = self._held, tuple(state)
+        n = min(len(held), len(state))
+        return next((k for k in range(n) if held[k] != state[k]), n)
+
+    def prefill(self, state: Sequence[int]) -> int:
+        """Have our slot read ``state`` (``n_predict: 0``: no token is generated); the tokens it read."""
+        state = tuple(state)
+        if len(state) > self.n_ctx:
+            raise ValueError(f"a state of {len(state)} tokens does not fit the context of {self.n_ctx}")
+        if len(state) - self.cached_length(state) <= 0:
+            return 0
+        self.check_interrupt()
+        try:
+            if not self._verified:
+                self.connect()
+            answer = self._request("POST", "/completion", self._body(state, 0) | {"n_predict": 0})
+        except (RemoteUnavailable, RemoteMismatch) as error:
+            self._failed(error)
+            raise
+        read = self._read(state, answer)
+        with self._lock:
+            self.stats.prefilled += read
+        return read
 
     def next_logprobs(self, states: Sequence[Sequence[int]]) -> np.ndarray:
         unique: dict[State, int] = {}
@@ -275,14 +305,31 @@ class LlamaServerLM(LanguageModel):
                 self.connect()
             rows = self._rows(list(unique))
         except (RemoteUnavailable, RemoteMismatch) as error:
-            self._verified = False
-            self.last_error = str(error)
+            self._failed(error)
             raise
         self.last_error = None
         with self._lock:
             self.stats.calls += 1
             self.stats.states += len(unique)
         return rows[[unique[tuple(state)] for state in states]]
+
+    def _failed(self, error: Exception) -> None:
+        """After a failure nothing is known of the server: check it again, assume its cache empty."""
+        self._verified = False
+        self._held = ()
+        self.last_error = str(error)
+
+    def _read(self, state: State, answer: dict) -> int:
+        """Note what our slot holds after answering ``state``, and how fast it read the prompt; the tokens read."""
+        timings = answer.get("timings") or {}
+        read = int(timings.get("prompt_n", 0))
+        seconds = float(timings.get("prompt_ms", 0)) / 1000
+        with self._lock:
+            self._held = state
+            self.stats.tokens += read
+            if read >= 32 and seconds > 0:
+                self.prefill_rate = 0.7 * self.prefill_rate + 0.3 * read / seconds
+        return read
 
     def _rows(self, order: list[State]) -> np.ndarray:
         """Every state's row, asked concurrently; an interrupt abandons the answers still out."""
@@ -307,7 +354,8 @@ class LlamaServerLM(LanguageModel):
         k = min(self.options.top_k, self.n_vocab)
         while True:
             answer = self._request("POST", "/completion", self._body(state, k))
-            ids, logprobs, evaluated = _parse_completion(answer, self.url)
+            ids, logprobs = _parse_completion(answer, self.url)
+            self._read(state, answer)
             row, bound = full_row(ids, logprobs, self.n_vocab)
             loose = needed is not None and _loose(ids, logprobs, needed, bound, self.n_vocab)
             log.debug(
@@ -316,7 +364,6 @@ class LlamaServerLM(LanguageModel):
             )
             with self._lock:
                 self.stats.decodes += 1
-                self.stats.tokens += evaluated
                 self.bounds.append(bound)
                 self.widened += bool(loose and k < self.options.max_top_k)
             if not loose or k >= min(self.options.max_top_k, self.n_vocab):
@@ -422,8 +469,8 @@ class LlamaServerLM(LanguageModel):
             self._local.connection = None
 
 
-def _parse_completion(answer: dict, url: str) -> tuple[np.ndarray, np.ndarray, int]:
-    """Top-K ids and log-probabilities of the first generated position, and the prompt tokens evaluated."""
+def _parse_completion(answer: dict, url: str) -> tuple[np.ndarray, np.ndarray]:
+    """Top-K ids and log-probabilities of the first generated position."""
     try:
         top = answer["completion_probabilities"][0]["top_logprobs"]
     except (KeyError, IndexError, TypeError) as error:
@@ -433,8 +480,7 @@ def _parse_completion(answer: dict, url: str) -> tuple[np.ndarray, np.ndarray, i
         ) from error
     ids = np.fromiter((item["id"] for item in top), dtype=np.int64, count=len(top))
     logprobs = np.fromiter((item["logprob"] for item in top), dtype=np.float64, count=len(top))
-    evaluated = int((answer.get("timings") or {}).get("prompt_n", 0))
-    return ids, logprobs, evaluated
+    return ids, logprobs
 
 
 def _loose(ids: np.ndarray, logprobs: np.ndarray, needed: np.ndarray, bound: Bound, n_vocab: int) -> bool:

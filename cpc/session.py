@@ -43,14 +43,18 @@ from typing import Any
 
 from cpc.engine import Engine
 from cpc.fusion import FusionWeights, WorkspaceModel
-from cpc.generate import Options, generate
+from cpc.generate import Options, generate, warm
 from cpc.lm import DEFAULT_CONTEXT_SIZE
 from cpc.models import Progress
 from cpc.remote import RemoteOptions
 from cpc.workspace import ScanReport, WorkspaceLimits, WorkspaceProgress, workspace_files
 
 MAX_PREFIX_CHARS = 32_000
-"""Text before the cursor that a request reads at most (the prompt window is shorter still)."""
+"""Text before the cursor that a request reads at least, when there is that much (the prompt window
+is shorter still)."""
+PREFIX_CUT_STEP = 8_192
+"""Where that text starts moves in steps of this many characters (to the next line start), not with
+every keystroke: the prompt's first tokens, and so the KV cache, stay valid while the user types."""
 MAX_SUFFIX_CHARS = 4_000
 
 
@@ -74,6 +78,8 @@ class Answer:
     engine_ms: float
     """Time spent in the engine (zero for a cache answer)."""
     lm_calls: int = 0
+    cut_short: bool = False
+    """The prompt window was cut for the time budget: `CompletionSession.warm` reads it whole."""
 
 
 @dataclass(frozen=True)
@@ -291,10 +297,30 @@ class CompletionSession:
         if fusion is not None and self.workspace is not None:
             fused = self.workspace.fusion(key, weights=fusion, cursor_line=prefix.count("\n"))
         generation = generate(
-            self.engine, prefix[-MAX_PREFIX_CHARS:], suffix[:MAX_SUFFIX_CHARS], options, cancelled=cancelled,
-            fusion=fused,
+            self.engine, recent(prefix), suffix[:MAX_SUFFIX_CHARS], options, cancelled=cancelled, fusion=fused
         )
         texts = [completion.text for completion in generation.completions]
         self.cache.remember(key, prefix, suffix, (options, fusion), texts)
         return Answer(texts, from_cache=False, engine_ms=(time.perf_counter() - started) * 1000,
-                      lm_calls=generation.lm_calls)
+                      lm_calls=generation.lm_calls, cut_short=generation.cut_short)
+
+    def warm(self, prefix: str, suffix: str, options: Options, cancelled: Callable[[], bool] | None = None) -> int:
+        """Read the prompt window of a request between ``prefix`` and ``suffix`` into the KV cache ahead of it
+        (`cpc.generate.warm`): the tokens read. Raises `cpc.lm.Cancelled` when ``cancelled`` turns True."""
+        if self.engine is None:
+            raise RuntimeError("the model is not loaded yet")
+        return warm(self.engine, recent(prefix), suffix[:MAX_SUFFIX_CHARS], options, cancelled)
+
+
+def recent(prefix: str) -> str:
+    """The end of ``prefix`` a request reads: from a line start that moves every `PREFIX_CUT_STEP` characters.
+
+    >>> text = "x = 1\\n" * 10_000
+    >>> len(recent(text)) >= MAX_PREFIX_CHARS, recent(text) == recent(text + "y = 2")[:-5]
+    (True, True)
+    """
+    if len(prefix) <= MAX_PREFIX_CHARS:
+        return prefix
+    cut = (len(prefix) - MAX_PREFIX_CHARS) // PREFIX_CUT_STEP * PREFIX_CUT_STEP
+    line = prefix.find("\n", cut, cut + PREFIX_CUT_STEP) + 1
+    return prefix[line or cut :]

@@ -14,6 +14,12 @@ the user hears it once (``showMessage``), requests answer an empty list
 meanwhile, and the first request the server answers again says so; nothing
 is restarted.
 
+Reading ahead (``warmCache``): when the editor has been quiet for
+`WARM_IDLE_S` and the worker is idle, the worker reads the prompt window at
+the last edit (at the end of a newly opened file) into the KV cache, and,
+after an answer whose window was cut to keep within ``promptBudgetMs``,
+the whole window; any edit or request stops it within one chunk of tokens.
+
 Workspace fusion: the session's workspace model follows the open documents
 (each ``didOpen``/``didChange`` queues the document's newest text on the
 worker, so a completion submitted after it sees it) and reads the client's
@@ -58,6 +64,8 @@ DOCUMENT_TEXT = "cpc/documentText"
 
 _WORD_BEFORE = re.compile(r"\w+$")
 _LONGEST_WORD = 256
+WARM_IDLE_S = 0.25
+"""How long the editor must be quiet before the idle model reads a prompt window ahead (`warmCache`)."""
 log = logging.getLogger(SERVER_NAME)
 
 
@@ -121,9 +129,16 @@ class CPCServer(CheckedLanguageServer):
         self.server_error: str | None = None
         """Why the model's server does not answer (None while it does, and for an in-process model)."""
         self.loading = False
-        self.counts = {"requests": 0, "from_cache": 0, "from_model": 0, "superseded": 0, "stopped": 0, "not_ready": 0}
+        self.counts = {
+            "requests": 0, "from_cache": 0, "from_model": 0, "superseded": 0, "stopped": 0, "not_ready": 0,
+            "cut_short": 0, "warmed": 0, "warm_stopped": 0,
+        }
         """``superseded``: dropped for a newer request before the model started;
-        ``stopped``: model work stopped early (a newer request, or ``$/cancelRequest``)."""
+        ``stopped``: model work stopped early (a newer request, or ``$/cancelRequest``);
+        ``cut_short``: model answers from a window cut for ``promptBudgetMs``;
+        ``warmed`` / ``warm_stopped``: prompt windows read ahead while idle, whole / stopped by the user."""
+        self._activity = 0
+        """Bumped by every edit and request: read-ahead stops when it changes."""
         self._latest: dict[str, int] = {}
         self._tickets = itertools.count()
         self.in_flight = 0
@@ -381,7 +396,52 @@ class CPCServer(CheckedLanguageServer):
         self.work_done_progress.begin(token, types.WorkDoneProgressBegin(title=title, percentage=0))
         return True
 
+    # -- reading ahead --------------------------------------------------------
+
+    def note_activity(self) -> None:
+        """An edit or a request came: read-ahead under way gives the worker back."""
+        self._activity += 1
+
+    def schedule_warm(self, uri: str, offset: int | None) -> None:
+        """After `WARM_IDLE_S` of quiet, read the prompt window that ends at ``offset`` of ``uri``
+        (None: at its end) into the KV cache, unless the worker is busy then."""
+        if self.settings.warm_cache:
+            asyncio.get_running_loop().call_later(WARM_IDLE_S, self._warm, uri, offset, self._activity)
+
+    def _warm(self, uri: str, offset: int | None, ticket: int) -> None:
+        document = self.workspace.text_documents.get(uri)
+        if ticket != self._activity or self.in_flight or not self.session.ready or self.loading or document is None:
+            return
+        source = document.source
+        cut = len(source) if offset is None else min(offset, len(source))
+        options = self.settings.options
+
+        def cancelled() -> bool:
+            return self._activity != ticket
+
+        def work() -> None:
+            if cancelled():
+                return
+            try:
+                self.session.warm(source[:cut], source[cut:], options, cancelled)
+            except Cancelled:
+                self.counts["warm_stopped"] += 1
+            except Exception:  # reading ahead is a favour: it must not take the worker down
+                log.exception("reading the prompt ahead failed")
+            else:
+                self.counts["warmed"] += 1
+
+        self.worker.submit(work)
+
     # -- requests -------------------------------------------------------------
+
+    def edit_end(self, params: types.DidChangeTextDocumentParams) -> int | None:
+        """Where the last change of a ``didChange`` ends in the new text (None: a whole-text change)."""
+        document = self.workspace.text_documents.get(params.text_document.uri)
+        change = params.content_changes[-1] if params.content_changes else None
+        if document is None or not isinstance(change, types.TextDocumentContentChangePartial):
+            return None
+        return document.offset_at_position(change.range.start) + len(change.text)
 
     def cursor(self, uri: str, position: types.Position) -> Cursor:
         """The text around ``position``; a clear error for an unknown document or a position off the text."""
@@ -416,6 +476,7 @@ class CPCServer(CheckedLanguageServer):
     async def suggest(self, cursor: Cursor) -> list[str]:
         """Completions for ``cursor``: from the cache, or from the model unless a newer request came."""
         self.counts["requests"] += 1
+        self.note_activity()
         ticket = next(self._tickets)
         self._latest[cursor.uri] = ticket
         options = self.settings.options
@@ -469,6 +530,9 @@ class CPCServer(CheckedLanguageServer):
             self.server_error = None
             self.show(types.MessageType.Info, "cpc-lsp: the model server answers again")
         self.counts["from_cache" if answer.from_cache else "from_model"] += 1
+        if answer.cut_short:
+            self.counts["cut_short"] += 1
+            self.schedule_warm(cursor.uri, len(cursor.prefix))
         return answer.completions
 
     def server_down(self, reason: str) -> None:
@@ -545,11 +609,15 @@ def build_server(model: str | None = None) -> CPCServer:
 
     @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
     def did_open(ls: CPCServer, params: types.DidOpenTextDocumentParams) -> None:
+        ls.note_activity()
         ls.queue_document(params.text_document.uri)
+        ls.schedule_warm(params.text_document.uri, None)  # no cursor yet: new code often goes at the end
 
     @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
     def did_change(ls: CPCServer, params: types.DidChangeTextDocumentParams) -> None:
+        ls.note_activity()
         ls.queue_document(params.text_document.uri)
+        ls.schedule_warm(params.text_document.uri, ls.edit_end(params))
 
     @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
     def did_close(ls: CPCServer, params: types.DidCloseTextDocumentParams) -> None:

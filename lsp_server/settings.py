@@ -39,6 +39,8 @@ _KEYS = {
     "maxTokens": "max_tokens",
     "items": "items",
     "debounceMs": "debounce_ms",
+    "promptBudgetMs": "prompt_budget_ms",
+    "warmCache": "warm_cache",
     "logDocuments": "log_documents",
     "fusion": "fusion",
     "fusionWeight": "fusion_weight",
@@ -48,11 +50,11 @@ _KEYS = {
     "workspaceMaxFiles": "workspace_max_files",
 }
 _MINIMUM = {
-    "gpu_layers": -1, "threads": 0, "context_size": 512, "max_tokens": 1, "items": 1, "debounce_ms": 0,
+    "gpu_layers": -1, "threads": 0, "context_size": 512, "max_tokens": 1, "items": 1, "debounce_ms": 0, "prompt_budget_ms": 0,
     "remote_top_k": 1, "remote_timeout_ms": 1,
     "workspace_max_bytes": 0, "workspace_max_file_bytes": 0, "workspace_max_files": 0,
 }
-_SWITCHES = ("multiline", "log_documents", "fusion", "workspace_indexing")
+_SWITCHES = ("multiline", "log_documents", "fusion", "workspace_indexing", "warm_cache")
 _NUMBERS = ("fusion_weight",)
 
 
@@ -79,6 +81,12 @@ class Settings:
     """Suggestions per request."""
     debounce_ms: int = 30
     """How long a request waits for a newer keystroke before it starts the model."""
+    prompt_budget_ms: int = 200
+    """Reading the prompt takes about this long at most: a request whose window the KV cache lacks
+    (a new file, a jump) reads the text just before the cursor first. 0: always the whole window."""
+    warm_cache: bool = True
+    """While the model is idle, read the prompt window at the last edit (and the whole window after
+    an answer from a cut one) into the KV cache, for the next request."""
     log_documents: bool = False
     """Debugging: let the logs show whole protocol messages, document text included."""
     fusion: bool = True
@@ -119,7 +127,10 @@ class Settings:
 
     @property
     def options(self) -> Options:
-        return Options(mode=self.mode, n=self.items, max_tokens=self.max_tokens, multiline=self.multiline)
+        return Options(
+            mode=self.mode, n=self.items, max_tokens=self.max_tokens, multiline=self.multiline,
+            prompt_budget_ms=self.prompt_budget_ms or None,
+        )
 
     @property
     def fusion_weights(self) -> FusionWeights | None:

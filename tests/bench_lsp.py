@@ -13,6 +13,15 @@ answer (``didChange`` is handled by the same loop).
 Then the same requests are replayed on the bare engine in this process
 (`cpc.session.CompletionSession`, the same caches, no LSP), so the server's
 overhead is the ratio of the two medians over the requests the model answered.
+
+The editor scenario is a person in a real editor: open a file of ~2,000
+lines, read for a second, jump to a line in the middle (an editor sends
+nothing for that) and type its first name there, a key every 150 ms. Each
+key is a ``didChange`` and a request; a request still unanswered when the
+next key comes is cancelled (``$/cancelRequest``), as VS Code does. It
+reports the time from the first key to the first suggestion shown, and the
+latency of every answered request after it, split into cache and model
+answers.
 """
 
 from __future__ import annotations
@@ -20,6 +29,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import re
 import statistics
 import sys
 import sysconfig
@@ -29,7 +39,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from cpc.session import CompletionSession  # noqa: E402
-from lsp_server.headless import HeadlessEditor  # noqa: E402
+from lsp_server.headless import HeadlessEditor, Request  # noqa: E402
 from lsp_server.settings import Settings  # noqa: E402
 
 # (file, the code to type back): each typed from the start of its line
@@ -82,6 +92,101 @@ async def through_server(model: str, cases: list, settings: dict) -> list[dict]:
     return rows
 
 
+# files of about 2,000 lines: the cursor jumps to the first statement after the middle that starts with a name
+SCENARIO_FILES = ("difflib.py", "enum.py", "mailbox.py", "ipaddress.py", "argparse.py")
+STATEMENT = re.compile(r"^[ \t]+([A-Za-z_][A-Za-z0-9_.]{5,})", re.MULTILINE)
+READING_S = 1.0
+KEY_INTERVAL_S = 0.15
+
+
+def scenario_targets() -> list[tuple[str, str, str, str]]:
+    """(uri, text before, name to type, text after) per file: the middle line's first name is taken out."""
+    stdlib = Path(sysconfig.get_paths()["stdlib"])
+    targets = []
+    for name in SCENARIO_FILES:
+        source = (stdlib / name).read_text(encoding="utf-8")
+        middle = source.index("\n", len(source) // 2) + 1
+        match = STATEMENT.search(source, middle)
+        start = match.start(1)
+        targets.append((f"file:///scenario/{name}", source[:start], match.group(1), source[match.end(1):]))
+    return targets
+
+
+async def editor_scenario(model: str, settings: dict) -> list[dict]:
+    """One trial per file, each in a fresh server: the file is new to the model."""
+    trials = []
+    for uri, before, name, after in scenario_targets():
+        async with HeadlessEditor(["--model", model], settings=settings) as editor:
+            await editor.open(uri, before + after, cursor=len(before))
+            await asyncio.sleep(READING_S)
+            trials.append(await type_name(editor, name))
+        print(f"scenario: {uri} ({name})", file=sys.stderr, flush=True)
+    return trials
+
+
+async def type_name(editor: HeadlessEditor, name: str) -> dict:
+    """Type ``name`` a key every `KEY_INTERVAL_S`, cancelling a request the next key makes stale."""
+    first_key = time.perf_counter()
+    requests: list[Request] = []
+    cache_counts: list[int | None] = []
+
+    async def watch(request: Request, number: int) -> None:
+        # the server's cache counter right after the answer tells a cache answer from a model answer
+        await asyncio.wait([request.answer], timeout=30)
+        if request.answered is not None:
+            cache_counts[number] = (await editor.status()).from_cache
+
+    watchers = []
+    for k, char in enumerate(name):
+        if k:
+            await asyncio.sleep(max(0.0, first_key + k * KEY_INTERVAL_S - time.perf_counter()))
+        if requests and requests[-1].answered is None:
+            editor.cancel(requests[-1])
+        editor.type(char)
+        requests.append(editor.request_suggestions())
+        cache_counts.append(None)
+        watchers.append(asyncio.ensure_future(watch(requests[-1], k)))
+    await asyncio.gather(*watchers)
+    rows = []
+    seen = 0
+    for k, request in sorted(enumerate(requests), key=lambda item: item[1].answered or float("inf")):
+        answer = request.answer.result() if request.answer.done() and not request.answer.exception() else None
+        from_cache = cache_counts[k] is not None and cache_counts[k] > seen
+        seen = max(seen, cache_counts[k] or 0)
+        rows.append({
+            "key": k,
+            "sent_s": round(request.sent - first_key, 4),
+            "ms": request.latency_ms,
+            "answered_s": None if request.answered is None else round(request.answered - first_key, 4),
+            "cancelled": request.cancelled,
+            "from_cache": from_cache,
+            "shown": bool(answer and answer.items and answer.items[0].insert_text),
+        })
+    rows.sort(key=lambda row: row["key"])
+    shown = [row["answered_s"] for row in rows if row["shown"]]
+    return {"name": name, "first_suggestion_ms": round(min(shown) * 1000, 1) if shown else None, "keys": rows}
+
+
+def scenario_summary(trials: list[dict]) -> dict:
+    """Medians over the trials: the first suggestion, and the answered keystrokes after it."""
+    firsts = [t["first_suggestion_ms"] for t in trials]
+    later = [row for t in trials for row in t["keys"] if row["ms"] is not None and not row["cancelled"]
+             and t["first_suggestion_ms"] is not None and row["answered_s"] * 1000 > t["first_suggestion_ms"]]
+    model = [row["ms"] for row in later if not row["from_cache"]]
+    cache = [row["ms"] for row in later if row["from_cache"]]
+    keys = sum(len(t["keys"]) for t in trials)
+    return {
+        "trials": len(trials),
+        "first_suggestion_p50_ms": pct([f for f in firsts if f is not None], 0.5),
+        "first_suggestion_max_ms": max((f for f in firsts if f is not None), default=None),
+        "never_shown": sum(f is None for f in firsts),
+        "keys": keys,
+        "cancelled_share": round(sum(row["cancelled"] for t in trials for row in t["keys"]) / keys, 3),
+        "model_keystroke": {"n": len(model), "p50_ms": pct(model, 0.5), "p95_ms": pct(model, 0.95)},
+        "cache_keystroke": {"n": len(cache), "p50_ms": pct(cache, 0.5), "p95_ms": pct(cache, 0.95)},
+    }
+
+
 def through_engine(model: str, rows: list[dict], options) -> list[float]:
     session = CompletionSession()
     session.load(model)
@@ -98,9 +203,20 @@ def pct(values: list[float], q: float) -> float:
     return round(ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))], 1) if ordered else float("nan")
 
 
-def run(model: str, chars: int) -> dict:
-    cases = stretches(chars)
+def run(model: str, chars: int, parts: tuple[str, ...] = ("typing", "scenario")) -> dict:
     settings = {"debounceMs": 0}
+    result: dict = {"model": model}
+    if "scenario" in parts:
+        trials = asyncio.run(editor_scenario(model, settings))
+        result["editor_scenario"] = scenario_summary(trials) | {"per_trial": trials}
+    if "typing" in parts:
+        result |= typing_stretches(model, chars, settings)
+    return result
+
+
+def typing_stretches(model: str, chars: int, settings: dict) -> dict:
+    """Stretches typed back, each answer awaited, and the same requests on the bare engine."""
+    cases = stretches(chars)
     rows = asyncio.run(through_server(model, cases, settings))
     bare = through_engine(model, rows, Settings().updated(settings)[0].options)
     for row, ms in zip(rows, bare):
@@ -111,7 +227,6 @@ def run(model: str, chars: int) -> dict:
     server_p50 = statistics.median(r["ms"] for r in model_rows)
     bare_p50 = statistics.median(r["bare_ms"] for r in model_rows)
     return {
-        "model": model,
         "keystrokes": len(rows),
         "p50_ms": pct([r["ms"] for r in rows], 0.5),
         "p95_ms": pct([r["ms"] for r in rows], 0.95),
@@ -163,14 +278,18 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default="default")
     parser.add_argument("--chars", type=int, default=60, help="characters typed per stretch")
+    parser.add_argument("--only", choices=("typing", "scenario"), help="run one part (no plot)")
     parser.add_argument("--json")
     parser.add_argument("--plot")
     args = parser.parse_args()
-    result = run(args.model, args.chars)
-    print(json.dumps({k: v for k, v in result.items() if k != "per_keystroke"}, indent=2))
+    result = run(args.model, args.chars, (args.only,) if args.only else ("typing", "scenario"))
+    scenario = result.get("editor_scenario", {})
+    summary = {k: v for k, v in result.items() if k not in ("per_keystroke", "editor_scenario")}
+    summary["editor_scenario"] = {k: v for k, v in scenario.items() if k != "per_trial"}
+    print(json.dumps(summary, indent=2))
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2))
-    if args.plot:
+    if args.plot and not args.only:
         plot(result, args.plot)
     return 0
 

@@ -8,7 +8,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cpc.generate import Cancelled, Options, StopRules, generate, prompt_frame
+from cpc.conditioning import SHORT_BLOCK
+from cpc.generate import Cancelled, Options, StopRules, generate, prompt_frame, warm
 from tests.strategies import code_text, examples
 
 TEXTWRAP = open(importlib.import_module("textwrap").__file__, encoding="utf-8").read()
@@ -134,3 +135,26 @@ def test_paths_far_behind_the_best_do_not_compete_for_the_first_token(engine):
         evaluated.append(engine.lm.stats.states - before)
         assert result.completions[0].text.startswith("o")
     assert evaluated[1] < evaluated[0]
+
+
+@pytest.mark.parametrize("mode", ["naive", "cpc"])
+def test_a_cold_request_reads_a_cut_window_and_warm_reads_the_whole(engine, mode):
+    """A prompt-time budget cuts the window of a cold request; `warm` reads the whole window, and the
+    same request then reads it all, as without a budget."""
+    cursor = TEXTWRAP.index("        if self.width <= 0:") + len("        if self.wid")
+    prefix, suffix = TEXTWRAP[:cursor], TEXTWRAP[cursor:]
+    tight = Options(mode=mode, max_tokens=4, fim=False, prompt_budget_ms=1)
+    engine.conditioner.clear()
+    cut = generate(engine, prefix, suffix, options=tight)
+    assert cut.cut_short
+    assert SHORT_BLOCK <= cut.prompt_tokens - 1 < 2 * SHORT_BLOCK + 8  # the last block or two, and the tail
+    assert cut.completions
+    again = generate(engine, prefix + "t", suffix, options=tight)
+    assert again.cut_short and again.prompt_tokens >= cut.prompt_tokens - 2, "the cut stays put while typing"
+    read = warm(engine, prefix, suffix, tight)
+    assert read > cut.prompt_tokens and warm(engine, prefix, suffix, tight) == 0
+    whole = generate(engine, prefix, suffix, options=tight)
+    assert not whole.cut_short
+    engine.conditioner.clear()
+    unbudgeted = generate(engine, prefix, suffix, options=Options(mode=mode, max_tokens=4, fim=False))
+    assert whole.prompt_tokens == unbudgeted.prompt_tokens and whole.completions

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from cpc.lm import LlamaLM
+from cpc.lm import PREFILL_CHUNK, Cancelled, LlamaLM
 
 SOURCE = b'def fibonacci(n):\n    """Return the n-th number."""\n    if n < 2:\n        return n\n    return fibonacci(n - 1) + fibonacci(n - 2)\n'
 
@@ -88,3 +88,34 @@ def test_states_that_do_not_fit_are_refused(smollm2):
         lm.next_logprobs([tuple(range(1, 40))])
     with pytest.raises(ValueError, match="at least one token"):
         lm.next_logprobs([()])
+
+
+def test_prefill_reads_ahead_so_the_request_evaluates_only_what_follows(smollm2):
+    tokens, _ = _states(smollm2)
+    lm = LlamaLM(smollm2.model, smollm2.vocab, n_seq=2, n_ctx=256)
+    assert lm.prefill(tokens[:30]) == 30
+    assert lm.cached_length(tokens[:31]) == 30
+    assert lm.prefill(tokens[:30]) == 0  # nothing left to read
+    before = lm.stats.tokens
+    row = lm.next_logprobs([tokens[:31]])[0]
+    assert lm.stats.tokens - before == 1
+    assert lm.stats.prefilled == 30
+    np.testing.assert_array_equal(row, _alone(smollm2, tokens[:31]))
+
+
+def test_an_interrupted_prompt_keeps_what_was_read(smollm2):
+    """A request made obsolete stops between chunks; the next one goes on from where it stopped."""
+    tokens = smollm2.lm.bos + tuple(smollm2.tokenizer.encode(SOURCE * 4))
+    assert len(tokens) > 2 * PREFILL_CHUNK
+    lm = LlamaLM(smollm2.model, smollm2.vocab, n_seq=2, n_ctx=512)
+    polls = []
+    lm.interrupt = lambda: polls.append(1) or len(polls) > 2  # the call's own poll, one chunk, then stop
+    with pytest.raises(Cancelled):
+        lm.next_logprobs([tokens])
+    lm.interrupt = None
+    kept = lm.cached_length(tokens)
+    assert kept == 2 * PREFILL_CHUNK
+    before = lm.stats.tokens
+    row = lm.next_logprobs([tokens])[0]
+    assert lm.stats.tokens - before == len(tokens) - kept
+    np.testing.assert_allclose(row, _alone(smollm2, tokens), atol=1e-4)

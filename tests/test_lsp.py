@@ -18,7 +18,8 @@ pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 SERVER = [sys.executable, "-m", "lsp_server"]
 TEXTWRAP = open(importlib.import_module("textwrap").__file__, encoding="utf-8").read()
-SETTINGS = {"debounceMs": 0, "maxTokens": 16}
+SETTINGS = {"debounceMs": 0, "maxTokens": 16, "promptBudgetMs": 0}
+"""No prompt-time budget: which window a request reads must not depend on this machine's speed."""
 
 
 def initialize_params(encodings: list[str] | None = None, options: dict | None = None) -> types.InitializeParams:
@@ -223,6 +224,36 @@ async def test_cancel_request_stops_the_work(client: LanguageClient):
     assert after.stopped == before.stopped + 1 and after.from_model == before.from_model
     # the server goes on: the same request, asked again, is answered
     assert (await inline(client, uri, line, character)).items
+
+
+async def test_a_cold_request_is_answered_from_a_cut_window_and_the_idle_model_reads_ahead(client: LanguageClient):
+    """``promptBudgetMs``: a request far into a new file reads the text just before the cursor; once the
+    editor is quiet, the worker reads the whole window, and the next request there reads it whole. A file
+    just opened is read ahead at its end."""
+    client.workspace_did_change_configuration(
+        types.DidChangeConfigurationParams(settings={"cpc": {**SETTINGS, "promptBudgetMs": 1}})
+    )
+    uri = "file:///warm/textwrap.py"
+    cursor = TEXTWRAP.index("        if self.width <= 0:") + len("        if self.wid")
+    before = TEXTWRAP[:cursor]
+    line, character = before.count("\n"), len(before.rpartition("\n")[2])
+    try:
+        open_document(client, uri, TEXTWRAP[:cursor] + "\n" + TEXTWRAP[cursor:])
+        start = await status(client)
+        assert (await inline(client, uri, line, character)).items
+        cut = await wait_for_status(client, lambda s: s.from_model > start.from_model, "the first answer")
+        assert cut.cut_short == start.cut_short + 1, "a cold request far into the file reads a cut window"
+        warmed = await wait_for_status(client, lambda s: s.warmed > cut.warmed, "reading the whole window ahead")
+        insert(client, uri, 2, line, character, "x")
+        assert (await inline(client, uri, line, character + 1)) is not None
+        after = await wait_for_status(client, lambda s: s.from_model > warmed.from_model, "the next answer")
+        assert after.cut_short == cut.cut_short, "the window read ahead serves the next request whole"
+
+        opened = await status(client)
+        open_document(client, "file:///warm/opened.py", TEXTWRAP)
+        await wait_for_status(client, lambda s: s.warmed > opened.warmed, "reading a new file's end ahead")
+    finally:
+        client.workspace_did_change_configuration(types.DidChangeConfigurationParams(settings={"cpc": SETTINGS}))
 
 
 async def test_a_missing_model_is_reported_and_the_server_keeps_serving(tmp_path):

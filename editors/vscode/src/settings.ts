@@ -27,6 +27,8 @@ export interface InitializationOptions {
     maxTokens: number;
     items: number;
     debounceMs: number;
+    promptBudgetMs: number;
+    warmCache: boolean;
     logDocuments: boolean;
     fusion: boolean;
     fusionWeight: number;
@@ -52,6 +54,8 @@ export const DEFAULTS: Readonly<CpcSettings> = Object.freeze({
     maxTokens: 48,
     items: 1,
     debounceMs: 30,
+    promptBudgetMs: 200,
+    warmCache: true,
     logDocuments: false,
     fusion: true,
     fusionWeight: 1.0,
@@ -74,6 +78,8 @@ export const INITIALIZATION_KEYS: readonly (keyof InitializationOptions)[] = [
     'maxTokens',
     'items',
     'debounceMs',
+    'promptBudgetMs',
+    'warmCache',
     'logDocuments',
     'fusion',
     'fusionWeight',
@@ -201,7 +207,7 @@ export function resolveModel(model: string, ctx: PathContext = {}): string {
 /**
  * Read and validate every setting. Missing or ill-typed values fall back to
  * the defaults; integers are truncated and clamped (items >= 1,
- * maxTokens >= 1, threads >= 0, debounceMs >= 0, gpuLayers >= -1,
+ * maxTokens >= 1, threads >= 0, debounceMs >= 0, promptBudgetMs >= 0, gpuLayers >= -1,
  * contextSize >= 512, the workspace caps >= 0); fusionWeight is a number >= 0.
  */
 export function readSettings(source: SettingsSource | Record<string, unknown> | undefined, ctx: PathContext = {}): CpcSettings {
@@ -218,6 +224,8 @@ export function readSettings(source: SettingsSource | Record<string, unknown> | 
         maxTokens: toInteger(get('maxTokens'), DEFAULTS.maxTokens, 1),
         items: toInteger(get('items'), DEFAULTS.items, 1),
         debounceMs: toInteger(get('debounceMs'), DEFAULTS.debounceMs, 0),
+        promptBudgetMs: toInteger(get('promptBudgetMs'), DEFAULTS.promptBudgetMs, 0),
+        warmCache: toBoolean(get('warmCache'), DEFAULTS.warmCache),
         logDocuments: toBoolean(get('logDocuments'), DEFAULTS.logDocuments),
         fusion: toBoolean(get('fusion'), DEFAULTS.fusion),
         fusionWeight: toNumber(get('fusionWeight'), DEFAULTS.fusionWeight, 0),
@@ -242,6 +250,8 @@ export function initializationOptions(settings: CpcSettings): InitializationOpti
         maxTokens: settings.maxTokens,
         items: settings.items,
         debounceMs: settings.debounceMs,
+        promptBudgetMs: settings.promptBudgetMs,
+        warmCache: settings.warmCache,
         logDocuments: settings.logDocuments,
         fusion: settings.fusion,
         fusionWeight: settings.fusionWeight,

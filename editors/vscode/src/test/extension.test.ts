@@ -100,6 +100,8 @@ describe('extension (stub vscode, fake server)', () => {
             maxTokens: 16,
             items: 1,
             debounceMs: 5,
+            promptBudgetMs: 200,
+            warmCache: true,
             logDocuments: true,
             fusion: true,
             fusionWeight: 0,

@@ -45,6 +45,8 @@ describe('readSettings defaults', () => {
             maxTokens: 48,
             items: 1,
             debounceMs: 30,
+            promptBudgetMs: 200,
+            warmCache: true,
             logDocuments: false,
             fusion: true,
             fusionWeight: 1,
@@ -75,6 +77,8 @@ describe('readSettings defaults', () => {
                 maxTokens: 128,
                 items: 3,
                 debounceMs: 0,
+                promptBudgetMs: 0,
+                warmCache: false,
                 logDocuments: true,
                 fusion: false,
                 fusionWeight: 0.5,
@@ -96,6 +100,8 @@ describe('readSettings defaults', () => {
             maxTokens: 128,
             items: 3,
             debounceMs: 0,
+            promptBudgetMs: 0,
+            warmCache: false,
             logDocuments: true,
             fusion: false,
             fusionWeight: 0.5,
@@ -258,6 +264,8 @@ describe('initializationOptions', () => {
             'maxTokens',
             'items',
             'debounceMs',
+            'promptBudgetMs',
+            'warmCache',
             'logDocuments',
             'fusion',
             'fusionWeight',
@@ -296,6 +304,8 @@ describe('initializationOptions', () => {
             maxTokens: 1,
             items: 1,
             debounceMs: 30,
+            promptBudgetMs: 200,
+            warmCache: true,
             logDocuments: true,
             fusion: true,
             fusionWeight: 1,
@@ -401,12 +411,12 @@ describe('package.json agrees with the module', () => {
     });
 
     it('uses integer types for the integer settings and the mode enum', () => {
-        for (const key of ['gpuLayers', 'threads', 'contextSize', 'maxTokens', 'items', 'debounceMs',
+        for (const key of ['gpuLayers', 'threads', 'contextSize', 'maxTokens', 'items', 'debounceMs', 'promptBudgetMs',
             'workspaceMaxBytes', 'workspaceMaxFileBytes', 'workspaceMaxFiles']) {
             assert.equal(properties[`cpc.${key}`].type, 'integer', key);
         }
         assert.equal(properties['cpc.fusionWeight'].type, 'number');
-        for (const key of ['fusion', 'workspaceIndexing']) {
+        for (const key of ['fusion', 'workspaceIndexing', 'warmCache']) {
             assert.equal(properties[`cpc.${key}`].type, 'boolean', key);
         }
         assert.deepEqual(properties['cpc.mode'].enum, [...MODES]);
