@@ -1,10 +1,12 @@
 """``make bench-remote``: the model in-process vs on a llama-server, and one server shared by many editors.
 
-    python tests/bench_remote.py [--cases 60] [--seed 1] [--ks 64,512,4096] [--editors 1,4,16]
-                                 [--seconds 30] [--json OUT] [--plot OUT.png]
+    python tests/bench_remote.py [--cases 60] [--seed 1] [--prompt short|long] [--ks 64,512,4096]
+                                 [--editors 1,4,16] [--seconds 30] [--json OUT] [--plot OUT.png]
 
-Quality: the cursors of ``cpc bench`` (standard-library files a-m, long
-prompts, cold caches, CPC mode) completed by the in-process model and by
+Quality: the cursors of ``cpc bench`` (standard-library files a-m, cold
+caches, CPC mode; short prompts by default -- whole lines, at most 300
+tokens, as ``cpc bench --prompt short``: on two cores a long prompt's cold
+prefill dominates every number) completed by the in-process model and by
 the remote backend at each K, against a llama-server with one slot on the
 same model file. Per configuration: word and line exact, p50/p95 latency;
 per K: the share of cases whose text is identical to the in-process one,
@@ -45,11 +47,13 @@ LOCAL = "in-process"
 
 def quality(local: Engine, url: str, cases: list[Case], ks: list[int], max_tokens: int) -> dict:
     """Every case in-process and at each K; texts compared with the in-process ones."""
+    started = time.monotonic()
     outcomes = {LOCAL: [complete_case(local, case, "cpc", max_tokens) for case in cases]}
-    print(f"{LOCAL}: done", file=sys.stderr)
+    print(f"{LOCAL}: done in {time.monotonic() - started:.0f} s", file=sys.stderr)
     details: dict[str, list[dict]] = {}
     for k in ks:
         label = f"K={k}"
+        started = time.monotonic()
         engine = Engine.load(url, remote=RemoteOptions(top_k=k))
         lm = engine.lm
         outcomes[label], details[label] = [], []
@@ -63,7 +67,7 @@ def quality(local: Engine, url: str, cases: list[Case], ks: list[int], max_token
                 "max_rest": max((bound.rest for bound in lm.bounds), default=0.0),
                 "widened": lm.widened - widened,
             })
-        print(f"{label}: done", file=sys.stderr)
+        print(f"{label}: done in {time.monotonic() - started:.0f} s", file=sys.stderr)
     results = {
         label: {"overall": summarise(rows), **{kind: summarise([o for o in rows if o.kind == kind]) for kind in KINDS}}
         for label, rows in outcomes.items()
@@ -191,7 +195,8 @@ def plot(result: dict, path: str) -> None:
     times.set_ylabel("ms per request")
     times.legend(loc="upper left")
     load_axis.set_title(f"throughput (K={result['throughput_k']}, typing, short prompts)")
-    fig.suptitle(f"{result['model']}: {result['cases']} cursors in {FILES} (seed {result['seed']}), "
+    fig.suptitle(f"{result['model']}: {result['cases']} cursors in {FILES} (seed {result['seed']}, "
+                 f"{result['prompt']} prompts), "
                  f"llama-server {result['machine']}")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
@@ -201,6 +206,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--cases", type=int, default=60)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--prompt", choices=("short", "long"), default="short")
     parser.add_argument("--ks", default="64,512,4096")
     parser.add_argument("--editors", default="1,4,16")
     parser.add_argument("--seconds", type=float, default=30)
@@ -214,16 +220,18 @@ def main() -> None:
     extra = tuple(args.server_args.split())
     local = Engine.load("default")
     cases = draw_cases(local, expand(FILES), args.cases, args.seed)
+    short = [replace(case, prefix=shorten(local.tokenizer, case.prefix)) for case in cases]
+    if args.prompt == "short":
+        cases = short
     # one slot; erasable (cold requests, as in-process); no host-memory prompt cache to restore from
     with LlamaServer("default", extra=("--slot-save-path", "/tmp", "--cache-ram", "0", *extra)) as server:
         measured = quality(local, server.url, cases, [int(k) for k in args.ks.split(",")], args.max_tokens)
-    short = [replace(case, prefix=shorten(local.tokenizer, case.prefix)) for case in cases]
     del local
     with LlamaServer("default", parallel=4, extra=extra) as server:
         load = throughput(server.url, 4, short, [int(e) for e in args.editors.split(",")], args.seconds,
                           args.throughput_k, 16)
     result = {
-        "model": "gemma-3-270m Q4_K_M", "files": FILES, "cases": len(cases), "seed": args.seed,
+        "model": "gemma-3-270m Q4_K_M", "files": FILES, "cases": len(cases), "seed": args.seed, "prompt": args.prompt,
         "machine": args.machine, "throughput_k": args.throughput_k,
         "quality": measured, "throughput": load,
     }

@@ -40,6 +40,9 @@ describe('readSettings defaults', () => {
             gpuLayers: 0,
             threads: 0,
             contextSize: 1536,
+            remoteVocab: 'default',
+            remoteTopK: 512,
+            remoteTimeoutMs: 10000,
             mode: 'cpc',
             multiline: false,
             maxTokens: 48,
@@ -72,6 +75,9 @@ describe('readSettings defaults', () => {
                 gpuLayers: 99,
                 threads: 4,
                 contextSize: 4096,
+                remoteVocab: '/models/served.gguf',
+                remoteTopK: 4096,
+                remoteTimeoutMs: 2500,
                 mode: 'heal',
                 multiline: true,
                 maxTokens: 128,
@@ -95,6 +101,9 @@ describe('readSettings defaults', () => {
             gpuLayers: 99,
             threads: 4,
             contextSize: 4096,
+            remoteVocab: '/models/served.gguf',
+            remoteTopK: 4096,
+            remoteTimeoutMs: 2500,
             mode: 'heal',
             multiline: true,
             maxTokens: 128,
@@ -259,6 +268,9 @@ describe('initializationOptions', () => {
             'gpuLayers',
             'threads',
             'contextSize',
+            'remoteVocab',
+            'remoteTopK',
+            'remoteTimeoutMs',
             'mode',
             'multiline',
             'maxTokens',
@@ -299,6 +311,9 @@ describe('initializationOptions', () => {
             gpuLayers: 0,
             threads: 0,
             contextSize: 512,
+            remoteVocab: 'default',
+            remoteTopK: 512,
+            remoteTimeoutMs: 10000,
             mode: 'heal',
             multiline: true,
             maxTokens: 1,
@@ -411,7 +426,7 @@ describe('package.json agrees with the module', () => {
     });
 
     it('uses integer types for the integer settings and the mode enum', () => {
-        for (const key of ['gpuLayers', 'threads', 'contextSize', 'maxTokens', 'items', 'debounceMs', 'promptBudgetMs',
+        for (const key of ['gpuLayers', 'threads', 'contextSize', 'remoteTopK', 'remoteTimeoutMs', 'maxTokens', 'items', 'debounceMs', 'promptBudgetMs',
             'workspaceMaxBytes', 'workspaceMaxFileBytes', 'workspaceMaxFiles']) {
             assert.equal(properties[`cpc.${key}`].type, 'integer', key);
         }
@@ -427,7 +442,8 @@ describe('package.json agrees with the module', () => {
 
     it('declares the same minimum for each integer setting as the module clamps to', () => {
         const minimums: Record<string, number> = {
-            gpuLayers: -1, threads: 0, contextSize: 512, maxTokens: 1, items: 1, debounceMs: 0,
+            gpuLayers: -1, threads: 0, contextSize: 512, remoteTopK: 1, remoteTimeoutMs: 1, maxTokens: 1, items: 1,
+            debounceMs: 0,
             fusionWeight: 0, workspaceMaxBytes: 0, workspaceMaxFileBytes: 0, workspaceMaxFiles: 0,
         };
         for (const [key, minimum] of Object.entries(minimums)) {
