@@ -271,7 +271,10 @@ class LlamaServerLM(LanguageModel):
         return next((k for k in range(n) if held[k] != state[k]), n)
 
     def prefill(self, state: Sequence[int]) -> int:
-        """Have our slot read ``state`` (``n_predict: 0``: no token is generated); the tokens it read."""
+        """Have our slot read ``state`` (``n_predict: 0``: no token is generated); the tokens it read.
+
+        An interrupt gives the caller back at once; the server finishes reading on its own.
+        """
         state = tuple(state)
         if len(state) > self.n_ctx:
             raise ValueError(f"a state of {len(state)} tokens does not fit the context of {self.n_ctx}")
@@ -281,7 +284,8 @@ class LlamaServerLM(LanguageModel):
         try:
             if not self._verified:
                 self.connect()
-            answer = self._request("POST", "/completion", self._body(state, 0) | {"n_predict": 0})
+            body = self._body(state, 0) | {"n_predict": 0}
+            [answer] = self._gather([self._pool.submit(self._request, "POST", "/completion", body)])
         except (RemoteUnavailable, RemoteMismatch) as error:
             self._failed(error)
             raise
@@ -332,8 +336,11 @@ class LlamaServerLM(LanguageModel):
         return read
 
     def _rows(self, order: list[State]) -> np.ndarray:
-        """Every state's row, asked concurrently; an interrupt abandons the answers still out."""
-        futures: list[Future] = [self._pool.submit(self._row, state) for state in order]
+        """Every state's row, asked concurrently."""
+        return np.stack(self._gather([self._pool.submit(self._row, state) for state in order]))
+
+    def _gather(self, futures: list[Future]) -> list:
+        """The futures' results; the first failure, or an interrupt, abandons the answers still out."""
         try:
             pending = set(futures)
             while pending:
@@ -346,7 +353,7 @@ class LlamaServerLM(LanguageModel):
             for future in futures:
                 future.cancel()
             raise
-        return np.stack([future.result() for future in futures])
+        return [future.result() for future in futures]
 
     def _row(self, state: State) -> np.ndarray:
         """One state's row: top K, widened while the expected tokens' bound is loose."""
