@@ -173,15 +173,15 @@ def plot(result: dict, path: str) -> None:
         values = [100 * results[label]["overall"][metric] for label in labels]
         bars = quality_axis.bar([p + offset for p in positions], values, 0.4, label=metric.replace("_", " "), color=color)
         quality_axis.bar_label(bars, fmt="%.0f%%", fontsize=8)
-    for p, label in zip(positions, labels):
-        if "identical" in results[label]:
-            quality_axis.annotate(f"same text\n{100 * results[label]['identical']:.0f}%", (p, 3), ha="center", fontsize=8,
-                                  color="white")
-    quality_axis.set_xticks(list(positions), labels)
-    quality_axis.set_ylim(0, 105)
+    ticks = [
+        f"{label}\nsame text {100 * results[label]['identical']:.0f}%" if "identical" in results[label] else label
+        for label in labels
+    ]
+    quality_axis.set_xticks(list(positions), ticks)
+    quality_axis.set_ylim(0, 125)
     quality_axis.set_ylabel("% of cases")
     quality_axis.set_title("quality: in-process vs remote top-K")
-    quality_axis.legend(loc="upper right")
+    quality_axis.legend(loc="upper center", ncol=2)
     for offset, (metric, color) in zip((-0.2, 0.2), (("p50_ms", "#55a868"), ("p95_ms", "#c44e52"))):
         values = [results[label]["overall"][metric] for label in labels]
         latency_axis.bar([p + offset for p in positions], values, 0.4, label=metric.replace("_ms", ""), color=color)
