@@ -44,6 +44,8 @@ from tests.llama_server import LlamaServer  # noqa: E402
 FILES = "<stdlib>/[a-m]*.py"
 LOCAL = "in-process"
 ACCEPTANCE_KS = (512, 4096)
+THROUGHPUT_COLUMNS = [("editors", "editors", "{:7d}"), ("requests", "requests", "{:8d}"),
+                      ("requests_per_s", "req/s", "{:6.2f}"), ("p50_ms", "p50 ms", "{:8.0f}"), ("p95_ms", "p95 ms", "{:8.0f}")]
 
 
 def in_process(local: Engine, cases: list[Case], max_tokens: int) -> list[Outcome]:
@@ -222,6 +224,7 @@ def main() -> None:
     parser.add_argument("--machine", default="CPU, 2 cores", help="what the server ran on, for the plot's title")
     parser.add_argument("--server-args", default="", help="more llama-server flags (e.g. -ngl 99 on a GPU)")
     parser.add_argument("--timeout", type=float, default=120, help="seconds per request (both ends share 2 cores)")
+    parser.add_argument("--only", choices=("quality", "throughput"), help="one part of the benchmark")
     parser.add_argument("--json")
     parser.add_argument("--plot")
     args = parser.parse_args()
@@ -240,6 +243,14 @@ def main() -> None:
         if args.json:
             Path(args.json).write_text(json.dumps(result, indent=1))
 
+    if args.only == "throughput":
+        del local
+        with LlamaServer("default", parallel=4, extra=extra) as server:
+            result["throughput"] = throughput(server.url, 4, short, [int(e) for e in args.editors.split(",")],
+                                              args.seconds, args.throughput_k, 16)
+        save()
+        print_rows(result["throughput"], THROUGHPUT_COLUMNS)
+        return
     outcomes: dict[str, list[Outcome]] = {LOCAL: in_process(local, cases, args.max_tokens)}
     details: dict[str, list[dict]] = {}
     del local
@@ -259,6 +270,9 @@ def main() -> None:
     ks = [int(k) for k in args.ks.split(",")]
     first = [k for k in ks if k in ACCEPTANCE_KS] or ks
     run_quality(first)
+    if args.only == "quality":
+        run_quality([k for k in ks if k not in first])
+        return
     with LlamaServer("default", parallel=4, extra=extra) as server:
         result["throughput"] = throughput(server.url, 4, short, [int(e) for e in args.editors.split(",")],
                                           args.seconds, args.throughput_k, 16)
@@ -278,9 +292,7 @@ def main() -> None:
             print(f"{label}: identical texts {row['identical']:.0%}, rest where different "
                   f"{row['max_rest_where_different']}, widened per request {row['widened_per_request']}")
     print(f"acceptance: {measured['acceptance']}")
-    print_rows(load, [("editors", "editors", "{:7d}"), ("requests", "requests", "{:8d}"),
-                      ("requests_per_s", "req/s", "{:6.2f}"), ("p50_ms", "p50 ms", "{:8.0f}"),
-                      ("p95_ms", "p95 ms", "{:8.0f}")])
+    print_rows(load, THROUGHPUT_COLUMNS)
     if args.plot:
         plot(result, args.plot)
 
