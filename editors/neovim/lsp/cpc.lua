@@ -12,7 +12,10 @@
 -- The values below are the server's defaults (keep them equal to
 -- `require('cpc').defaults` in lua/cpc.lua; tests/test_neovim.py checks it).
 local options = {
-  model = 'default', -- 'default' (Gemma 3 270M), 'smollm2', or a path to a GGUF file
+  model = 'default', -- 'default' (Gemma 3 270M), 'smollm2', a path to a GGUF file, or 'http://HOST:PORT' (llama-server)
+  remoteVocab = 'default', -- with a server as model: a local GGUF of the served model (vocabulary only)
+  remoteTopK = 512, -- with a server: next tokens asked per state
+  remoteTimeoutMs = 10000, -- with a server: how long one request may take
   gpuLayers = 0, -- layers to offload to the GPU (0: CPU only)
   threads = 0, -- CPU threads for the model (0: the server decides)
   mode = 'cpc', -- 'cpc' | 'heal' | 'naive'

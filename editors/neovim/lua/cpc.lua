@@ -10,7 +10,10 @@ local M = {}
 --- M.update(), as workspace/didChangeConfiguration { settings = { cpc = ... } }.
 --- Keep equal to `options` in lsp/cpc.lua.
 M.defaults = {
-  model = 'default', -- 'default' (Gemma 3 270M), 'smollm2', or a path to a GGUF file
+  model = 'default', -- 'default' (Gemma 3 270M), 'smollm2', a path to a GGUF file, or 'http://HOST:PORT' (llama-server)
+  remoteVocab = 'default', -- with a server as model: a local GGUF of the served model (vocabulary only)
+  remoteTopK = 512, -- with a server: next tokens asked per state
+  remoteTimeoutMs = 10000, -- with a server: how long one request may take
   gpuLayers = 0, -- layers offloaded to the GPU (0: CPU only)
   threads = 0, -- CPU threads for the model (0: the server decides)
   mode = 'cpc', -- 'cpc' | 'heal' | 'naive'
@@ -44,6 +47,9 @@ M.editor_defaults = {
 
 local types = {
   model = 'string',
+  remoteVocab = 'string',
+  remoteTopK = 'number',
+  remoteTimeoutMs = 'number',
   gpuLayers = 'number',
   threads = 'number',
   contextSize = 'number',

@@ -22,6 +22,9 @@ export interface InitializationOptions {
     gpuLayers: number;
     threads: number;
     contextSize: number;
+    remoteVocab: string;
+    remoteTopK: number;
+    remoteTimeoutMs: number;
     mode: Mode;
     multiline: boolean;
     maxTokens: number;
@@ -50,6 +53,9 @@ export const DEFAULTS: Readonly<CpcSettings> = Object.freeze({
     gpuLayers: 0,
     threads: 0,
     contextSize: 1536,
+    remoteVocab: 'default',
+    remoteTopK: 512,
+    remoteTimeoutMs: 10000,
     mode: 'cpc',
     multiline: false,
     maxTokens: 48,
@@ -75,6 +81,9 @@ export const INITIALIZATION_KEYS: readonly (keyof InitializationOptions)[] = [
     'gpuLayers',
     'threads',
     'contextSize',
+    'remoteVocab',
+    'remoteTopK',
+    'remoteTimeoutMs',
     'mode',
     'multiline',
     'maxTokens',
@@ -211,7 +220,8 @@ export function resolveModel(model: string, ctx: PathContext = {}): string {
  * Read and validate every setting. Missing or ill-typed values fall back to
  * the defaults; integers are truncated and clamped (items >= 1,
  * maxTokens >= 1, threads >= 0, debounceMs >= 0, promptBudgetMs >= 0, wordBudgetMs >= 0, gpuLayers >= -1,
- * contextSize >= 512, the workspace caps >= 0); fusionWeight is a number >= 0.
+ * contextSize >= 512, remoteTopK >= 1, remoteTimeoutMs >= 1, the workspace caps >= 0); fusionWeight is a
+ * number >= 0.
  */
 export function readSettings(source: SettingsSource | Record<string, unknown> | undefined, ctx: PathContext = {}): CpcSettings {
     const get = isSource(source)
@@ -222,6 +232,9 @@ export function readSettings(source: SettingsSource | Record<string, unknown> | 
         gpuLayers: toInteger(get('gpuLayers'), DEFAULTS.gpuLayers, -1),
         threads: toInteger(get('threads'), DEFAULTS.threads, 0),
         contextSize: toInteger(get('contextSize'), DEFAULTS.contextSize, 512),
+        remoteVocab: resolveModel(toNonEmptyString(get('remoteVocab'), DEFAULTS.remoteVocab), ctx),
+        remoteTopK: toInteger(get('remoteTopK'), DEFAULTS.remoteTopK, 1),
+        remoteTimeoutMs: toInteger(get('remoteTimeoutMs'), DEFAULTS.remoteTimeoutMs, 1),
         mode: toMode(get('mode')),
         multiline: toBoolean(get('multiline'), DEFAULTS.multiline),
         maxTokens: toInteger(get('maxTokens'), DEFAULTS.maxTokens, 1),
@@ -249,6 +262,9 @@ export function initializationOptions(settings: CpcSettings): InitializationOpti
         gpuLayers: settings.gpuLayers,
         threads: settings.threads,
         contextSize: settings.contextSize,
+        remoteVocab: settings.remoteVocab,
+        remoteTopK: settings.remoteTopK,
+        remoteTimeoutMs: settings.remoteTimeoutMs,
         mode: settings.mode,
         multiline: settings.multiline,
         maxTokens: settings.maxTokens,

@@ -40,6 +40,9 @@ describe('readSettings defaults', () => {
             gpuLayers: 0,
             threads: 0,
             contextSize: 1536,
+            remoteVocab: 'default',
+            remoteTopK: 512,
+            remoteTimeoutMs: 10000,
             mode: 'cpc',
             multiline: false,
             maxTokens: 48,
@@ -73,6 +76,9 @@ describe('readSettings defaults', () => {
                 gpuLayers: 99,
                 threads: 4,
                 contextSize: 4096,
+                remoteVocab: '/models/served.gguf',
+                remoteTopK: 4096,
+                remoteTimeoutMs: 2500,
                 mode: 'heal',
                 multiline: true,
                 maxTokens: 128,
@@ -97,6 +103,9 @@ describe('readSettings defaults', () => {
             gpuLayers: 99,
             threads: 4,
             contextSize: 4096,
+            remoteVocab: '/models/served.gguf',
+            remoteTopK: 4096,
+            remoteTimeoutMs: 2500,
             mode: 'heal',
             multiline: true,
             maxTokens: 128,
@@ -262,6 +271,9 @@ describe('initializationOptions', () => {
             'gpuLayers',
             'threads',
             'contextSize',
+            'remoteVocab',
+            'remoteTopK',
+            'remoteTimeoutMs',
             'mode',
             'multiline',
             'maxTokens',
@@ -303,6 +315,9 @@ describe('initializationOptions', () => {
             gpuLayers: 0,
             threads: 0,
             contextSize: 512,
+            remoteVocab: 'default',
+            remoteTopK: 512,
+            remoteTimeoutMs: 10000,
             mode: 'heal',
             multiline: true,
             maxTokens: 1,
@@ -416,7 +431,7 @@ describe('package.json agrees with the module', () => {
     });
 
     it('uses integer types for the integer settings and the mode enum', () => {
-        for (const key of ['gpuLayers', 'threads', 'contextSize', 'maxTokens', 'items', 'debounceMs', 'promptBudgetMs', 'wordBudgetMs',
+        for (const key of ['gpuLayers', 'threads', 'contextSize', 'remoteTopK', 'remoteTimeoutMs', 'maxTokens', 'items', 'debounceMs', 'promptBudgetMs', 'wordBudgetMs',
             'workspaceMaxBytes', 'workspaceMaxFileBytes', 'workspaceMaxFiles']) {
             assert.equal(properties[`cpc.${key}`].type, 'integer', key);
         }
@@ -432,7 +447,8 @@ describe('package.json agrees with the module', () => {
 
     it('declares the same minimum for each integer setting as the module clamps to', () => {
         const minimums: Record<string, number> = {
-            gpuLayers: -1, threads: 0, contextSize: 512, maxTokens: 1, items: 1, debounceMs: 0,
+            gpuLayers: -1, threads: 0, contextSize: 512, remoteTopK: 1, remoteTimeoutMs: 1, maxTokens: 1, items: 1,
+            debounceMs: 0,
             fusionWeight: 0, workspaceMaxBytes: 0, workspaceMaxFileBytes: 0, workspaceMaxFiles: 0,
         };
         for (const [key, minimum] of Object.entries(minimums)) {
