@@ -204,8 +204,8 @@ def pct(values: list[float], q: float) -> float:
     return round(ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))], 1) if ordered else float("nan")
 
 
-def run(model: str, chars: int, parts: tuple[str, ...] = ("typing", "scenario")) -> dict:
-    settings = {"debounceMs": 0}
+def run(model: str, chars: int, parts: tuple[str, ...] = ("typing", "scenario"), threads: int = 0) -> dict:
+    settings = {"debounceMs": 0, "threads": threads}
     result: dict = {"model": model}
     if "scenario" in parts:
         trials = asyncio.run(editor_scenario(model, settings))
@@ -280,10 +280,11 @@ def main() -> int:
     parser.add_argument("--model", default="default")
     parser.add_argument("--chars", type=int, default=60, help="characters typed per stretch")
     parser.add_argument("--only", choices=("typing", "scenario"), help="run one part (no plot)")
+    parser.add_argument("--threads", type=int, default=0, help="the server's CPU threads (0: every core)")
     parser.add_argument("--json")
     parser.add_argument("--plot")
     args = parser.parse_args()
-    result = run(args.model, args.chars, (args.only,) if args.only else ("typing", "scenario"))
+    result = run(args.model, args.chars, (args.only,) if args.only else ("typing", "scenario"), args.threads)
     scenario = result.get("editor_scenario", {})
     summary = {k: v for k, v in result.items() if k not in ("per_keystroke", "editor_scenario")}
     summary["editor_scenario"] = {k: v for k, v in scenario.items() if k != "per_trial"}
