@@ -93,6 +93,19 @@ class LanguageModel(ABC):
     """Polled before each model evaluation (a backend may poll between batches too):
     when it returns True the call raises `Cancelled`, and the model stays usable."""
 
+    def distinct_states(self, states: Sequence[Sequence[int]]) -> dict[State, int]:
+        """Each distinct state once, numbered in order of first appearance; a clear error for one
+        that is empty or longer than ``n_ctx``."""
+        unique: dict[State, int] = {}
+        for state in states:
+            state = tuple(state)
+            if not state:
+                raise ValueError("a state needs at least one token (start from lm.bos or a prompt)")
+            if len(state) > self.n_ctx:
+                raise ValueError(f"a state of {len(state)} tokens does not fit the context of {self.n_ctx}")
+            unique.setdefault(state, len(unique))
+        return unique
+
     def check_interrupt(self) -> None:
         if self.interrupt is not None and self.interrupt():
             raise Cancelled
@@ -217,14 +230,7 @@ class LlamaLM(LanguageModel):
         self._slots = [np.empty(0, dtype=np.int64) for _ in range(self.n_seq)]
 
     def next_logprobs(self, states: Sequence[Sequence[int]]) -> np.ndarray:
-        unique: dict[State, int] = {}
-        for state in states:
-            state = tuple(state)
-            if not state:
-                raise ValueError("a state needs at least one token (start from lm.bos or a prompt)")
-            if len(state) > self.n_ctx:
-                raise ValueError(f"a state of {len(state)} tokens does not fit the context of {self.n_ctx}")
-            unique.setdefault(state, len(unique))
+        unique = self.distinct_states(states)
         self.check_interrupt()
         order = list(unique)
         rows = np.empty((len(order), self.n_vocab), dtype=np.float32)

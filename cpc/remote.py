@@ -295,14 +295,7 @@ class LlamaServerLM(LanguageModel):
         return read
 
     def next_logprobs(self, states: Sequence[Sequence[int]]) -> np.ndarray:
-        unique: dict[State, int] = {}
-        for state in states:
-            state = tuple(state)
-            if not state:
-                raise ValueError("a state needs at least one token (start from lm.bos or a prompt)")
-            if len(state) > self.n_ctx:
-                raise ValueError(f"a state of {len(state)} tokens does not fit the context of {self.n_ctx}")
-            unique.setdefault(state, len(unique))
+        unique = self.distinct_states(states)
         self.check_interrupt()
         try:
             if not self._verified:
