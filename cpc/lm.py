@@ -309,10 +309,13 @@ class LlamaLM(LanguageModel):
             began = time.perf_counter()
             self._decode()
             self._time_prefill(len(chunk), time.perf_counter() - began)
+            reached: dict[int, int] = {}
             for batch_index, (_, pos, seq, state) in enumerate(chunk):
                 if state >= 0:
                     out[state] = self._logprobs(batch_index)
-                self._slots[seq] = arrays[owner[seq]][: pos + 1]
+                reached[seq] = pos + 1
+            for seq, length in reached.items():  # what each slot holds now, once per chunk
+                self._slots[seq] = arrays[owner[seq]][:length]
 
     def _time_prefill(self, tokens: int, seconds: float) -> None:
         """Keep `prefill_rate` current from the chunks of a long read."""
