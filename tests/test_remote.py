@@ -28,7 +28,8 @@ PREFIX = "class Box:\n    def __init__(self, width):\n        self.width = width
 
 @pytest.fixture(scope="module")
 def server():
-    with LlamaServer("default") as running:
+    # slots erasable (`LlamaServerLM.reset`), and no host-memory prompt cache to restore an erased prompt from
+    with LlamaServer("default", extra=("--slot-save-path", "/tmp", "--cache-ram", "0")) as running:
         yield running
 
 
@@ -57,15 +58,19 @@ def test_rows_match_the_in_process_model_and_the_bound_holds(server, local):
     lm = engine.lm
     assert isinstance(lm, LlamaServerLM) and lm.last_error is None
     prompt = lm.bos + tuple(engine.tokenizer.encode(PREFIX.encode()))
-    states = [prompt, prompt[:-1], prompt[:-3]]
-    remote_rows = np.exp(lm.next_logprobs(states).astype(np.float64))
-    local_rows = np.exp(local.lm.next_logprobs(states).astype(np.float64))
-    for remote, exact, bound in zip(remote_rows, local_rows, list(lm.bounds)[-3:]):
+    for state in (prompt, prompt[:-1], prompt[:-3]):
+        # Each state read whole from an empty cache on both sides: llama.cpp's logits depend on how a
+        # prompt is split into decodes (docs/team-server.md), so only the same split compares exactly.
+        lm.reset()
+        local.lm.reset()
+        remote = np.exp(lm.next_logprobs([state])[0].astype(np.float64))
+        exact = np.exp(local.lm.next_logprobs([state])[0].astype(np.float64))
+        bound = lm.bounds[-1]
         top = np.argsort(-remote)[: bound.k]
-        assert np.abs(remote[top] - exact[top]).max() < 2e-3, "top-K values are the model's"
+        assert np.abs(remote[top] - exact[top]).max() < 1e-3, "top-K values are the model's"
         outside = np.delete(exact, top)
         assert outside.max() <= bound.kth + 1e-4, "no token outside the top K is above the K-th"
-        assert outside.sum() == pytest.approx(bound.rest, abs=2e-3), "the rest is the mass outside"
+        assert outside.sum() == pytest.approx(bound.rest, abs=1e-3), "the rest is the mass outside"
     assert lm.stats.states == 3
 
 
@@ -73,6 +78,11 @@ def test_a_needed_token_outside_the_top_k_widens_k(server, local):
     engine = remote_engine(server.url, top_k=4)
     lm = engine.lm
     prompt = lm.bos + tuple(engine.tokenizer.encode(b"import os\nprint(os."))
+    # The server reads the prompt whole for K = 4, then only its last token again for the wider K:
+    # the same split in-process (llama.cpp's logits depend on it).
+    lm.reset()
+    local.lm.reset()
+    local.lm.next_logprobs([prompt])
     exact = np.exp(local.lm.next_logprobs([prompt])[0].astype(np.float64))
     rare = next(t for t in np.argsort(-exact)[40:].tolist() if engine.vocab.pieces[t][:1].isalpha())
     lm.expect(prompt, engine.vocab.pieces[rare])
