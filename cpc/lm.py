@@ -26,7 +26,10 @@ Why separate streams and not llama.cpp's unified cache, where a copy is
 only metadata: with several sequences interleaved in a unified cache,
 llama.cpp 0.3.36 returned logits that differ from a lone evaluation by up
 to 0.08 in probability (tests/test_lm.py pins the exact agreement we get
-instead).
+instead, on SmolLM2). What remains is llama.cpp's own: on the default model
+(Gemma 3, mostly Q5_0 and Q8_0 weights) the logits depend on how a prompt's
+tokens are split into decodes, by up to 0.09 in probability where two
+tokens are close (docs/team-server.md measures what that does to texts).
 """
 
 from __future__ import annotations
