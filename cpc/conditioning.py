@@ -96,19 +96,14 @@ def stable_tokens(tokenizer: Tokenizer, text: str, max_tokens: int) -> tuple[Sta
     tail_start = len(text[: split_tail(text).start].encode("utf-8"))
     pieces = tokenizer.vocab.pieces
     tokens = tokenizer.encode(data)
-    end = 0
-    count = 0
-    for token in tokens:
-        piece = pieces[token]
-        if end + len(piece) > tail_start:
-            break
-        if data[end : end + len(piece)] != piece:
-            # The tokenizer did not spell the stable part (a byte it has no
-            # token for, NFKC): token lengths no longer say where the tail
-            # starts, so the stable part is encoded alone.
-            return prompt_window(tokenizer.encode(data[:tail_start]), max_tokens), tail_start
-        end += len(piece)
-        count += 1
+    ends = np.cumsum(tokenizer.vocab.lengths[tokens])
+    count = int(np.searchsorted(ends, tail_start, side="right"))  # the tokens that end by the split
+    end = int(ends[count - 1]) if count else 0
+    if tokenizer.vocab.decode(tokens[:count]) != data[:end]:
+        # The tokenizer did not spell the stable part (a byte it has no
+        # token for, NFKC): token lengths no longer say where the tail
+        # starts, so the stable part is encoded alone.
+        return prompt_window(tokenizer.encode(data[:tail_start]), max_tokens), tail_start
     # The tail must start on a character boundary (byte-level tokens may not).
     while count and ends_inside_character(data[:end]):
         count -= 1
