@@ -8,7 +8,8 @@ caches, CPC mode; short prompts by default -- whole lines, at most 300
 tokens, as ``cpc bench --prompt short``: on two cores a long prompt's cold
 prefill dominates every number) completed by the in-process model and by
 the remote backend at each K, against a llama-server with one slot on the
-same model file. Per configuration: word and line exact, p50/p95 latency;
+same model file, and in-process again batched another way (`REBATCHED`, the
+control for identical texts). Per configuration: word and line exact, p50/p95 latency;
 per K: the share of cases whose text is identical to the in-process one,
 and the bound on the mass outside the top K (the largest ``rest`` of the
 request's answers) where the texts differ.
