@@ -47,7 +47,7 @@ import numpy as np
 
 from cpc.gguf import GGUFModel, llama_errors, llama_reason
 from cpc.models import ModelError
-from cpc.vocab import Vocabulary
+from cpc.vocab import Vocabulary, common_prefix
 
 State = tuple[int, ...]
 
@@ -246,7 +246,7 @@ class LlamaLM(LanguageModel):
 
     def cached_length(self, state: Sequence[int]) -> int:
         array = np.asarray(state, dtype=np.int64)
-        return max(_common_prefix(slot, array) for slot in self._slots)
+        return max(common_prefix(slot, array) for slot in self._slots)
 
     def prefill(self, state: Sequence[int]) -> int:
         state = tuple(state)
@@ -293,7 +293,7 @@ class LlamaLM(LanguageModel):
         arrays = [np.asarray(state, dtype=np.int64) for state in states]
         self._prefill_shared(arrays)
         lengths = np.array([len(state) for state in arrays])
-        cached = np.array([[_common_prefix(slot, state) for slot in self._slots] for state in arrays])
+        cached = np.array([[common_prefix(slot, state) for slot in self._slots] for state in arrays])
         if out is not None:
             cached = np.minimum(cached, (lengths - 1)[:, None])  # the last token is always evaluated
         targets, reuse = self._arrange(cached)
@@ -331,9 +331,9 @@ class LlamaLM(LanguageModel):
             return
         shared = min(len(a) for a in arrays) - 1
         for other in arrays[1:]:
-            shared = min(shared, _common_prefix(arrays[0], other))
-        best = max(range(self.n_seq), key=lambda k: _common_prefix(self._slots[k], arrays[0]))
-        have = min(_common_prefix(self._slots[best], arrays[0]), shared)
+            shared = min(shared, common_prefix(arrays[0], other))
+        best = max(range(self.n_seq), key=lambda k: common_prefix(self._slots[k], arrays[0]))
+        have = min(common_prefix(self._slots[best], arrays[0]), shared)
         if shared - have < _COPY_GAIN:
             return
         llama_cpp.llama_memory_seq_rm(self._memory, best, have, -1)
@@ -476,15 +476,6 @@ def document_start(vocab_handle: llama_cpp.llama_vocab_p) -> int:
         if token >= 0:
             return token
     return llama_cpp.llama_vocab_bos(vocab_handle)
-
-
-def _common_prefix(a: np.ndarray, b: np.ndarray) -> int:
-    """Length of the longest common prefix of two token arrays."""
-    n = min(len(a), len(b))
-    if n == 0:
-        return 0
-    differ = np.flatnonzero(a[:n] != b[:n])
-    return int(differ[0]) if len(differ) else n
 
 
 _Work = tuple[int, int, int, int]

@@ -27,7 +27,7 @@ import numpy as np
 import regex
 
 from cpc.pretokenize import pretokens
-from cpc.vocab import Vocabulary, cl100k_encoding
+from cpc.vocab import Vocabulary, cl100k_encoding, common_prefix
 
 if TYPE_CHECKING:
     import tiktoken
@@ -153,7 +153,7 @@ class LlamaTokenizer(Tokenizer):
         """``data``'s tokens from the last text's: its tokens up to a boundary before the change, the rest
         encoded again. None when the texts share too little or the change reaches back past the boundary."""
         old_data, old_tokens, ends = last
-        shared = _common_prefix_length(old_data, data)
+        shared = common_prefix(np.frombuffer(old_data, np.uint8), np.frombuffer(data, np.uint8))
         kept = int(np.searchsorted(ends, shared - _RESYNC_BYTES, side="right"))
         start = int(np.searchsorted(ends, ends[kept - 1] - _RESYNC_BYTES, side="right")) if kept else 0
         if start == 0:
@@ -162,12 +162,6 @@ class LlamaTokenizer(Tokenizer):
         if tokens[: kept - start] != old_tokens[start:kept]:
             return None
         return old_tokens[:start] + tokens
-
-
-def _common_prefix_length(a: bytes, b: bytes) -> int:
-    n = min(len(a), len(b))
-    differ = np.flatnonzero(np.frombuffer(a, np.uint8, n) != np.frombuffer(b, np.uint8, n))
-    return int(differ[0]) if len(differ) else n
 
 
 def _is_letters(piece: bytes) -> bool:

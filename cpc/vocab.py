@@ -113,3 +113,16 @@ def _cl100k_vocabulary() -> Vocabulary:
         special=special,
         eos_ids=frozenset({encoding.eot_token}),
     )
+
+
+def common_prefix(a: np.ndarray, b: np.ndarray) -> int:
+    """Length of the longest common prefix of two arrays (token ids, or bytes as ``uint8``).
+
+    >>> common_prefix(np.array([5, 1, 7]), np.array([5, 1, 2, 9]))
+    2
+    """
+    n = min(len(a), len(b))
+    if n == 0:
+        return 0
+    differ = np.flatnonzero(a[:n] != b[:n])
+    return int(differ[0]) if len(differ) else n
