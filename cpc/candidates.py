@@ -28,7 +28,7 @@ range query instead of being validated again.
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Container, Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -110,7 +110,8 @@ class CandidateFinder:
         return cls(TiktokenTokenizer())
 
     def analyze(
-        self, text: str, start: int | None = None, *, rank: Ranker | None = None, limit: int = 512
+        self, text: str, start: int | None = None, *, rank: Ranker | None = None, limit: int = 512,
+        contexts: Container[tuple[int, ...]] | None = None,
     ) -> Analysis:
         """Split ``text`` (everything before the cursor) and cover its tail.
 
@@ -120,6 +121,8 @@ class CandidateFinder:
         probabilities after the tail tokens): where more than ``limit``
         tokens start with the typed rest (a single space starts half of a
         SentencePiece vocabulary), only the ``limit`` best are re-encoded.
+        With ``contexts``, a split point whose tail tokens are not among them
+        is left out (a byte beam that pruned them needs no candidates there).
         """
         split = split_tail(text)
         start = split.start if start is None else start
@@ -134,6 +137,8 @@ class CandidateFinder:
             if lo == hi:
                 continue
             entry = self._entry(data[start_byte:offset])
+            if contexts is not None and entry.tokens is not None and entry.tokens not in contexts:
+                continue
             token_ids = entry.valid(rest, lo, hi, self.index, self.tokenizer, rank if hi - lo > limit else None, limit)
             before = data[:offset]
             token_ids = self._typable(before, token_ids)

@@ -184,15 +184,19 @@ class Conditioner:
         lm_start = head + prompt + middle
         self.beam.lm.expect(lm_start, tail)
         self._prefetch(lm_start, tail)
+        beam = self.beam.read(lm_start, tail, allows=self.allows)
+        # Only split points after a candidate's committed tokens become paths: the others are not
+        # validated, and never cost a model call to rank their tokens (the beam pruned their context).
+        reached = {c.tokens[len(lm_start) :]: c.snapshot for c in beam.candidates}
         position = self.beam.index.position
 
         def likelihood(tail_tokens: tuple[int, ...], token_ids: np.ndarray) -> np.ndarray:
-            return self.beam.snapshots.get(lm_start + tail_tokens).probs[position[token_ids]]
+            return reached[tail_tokens].probs[position[token_ids]]
 
         analysis = self.finder.analyze(
-            text, start=len(data[:anchor].decode("utf-8")), rank=likelihood, limit=self.max_validated
+            text, start=len(data[:anchor].decode("utf-8")), rank=likelihood, limit=self.max_validated,
+            contexts=reached.keys(),
         )
-        beam = self.beam.read(lm_start, tail, allows=self.allows)
         paths = self._paths(beam, analysis, data, anchor) if tail else [CoveringPath(lm_start, 0.0, b"")]
         if not paths:
             # Pruning can lose every validated path (rare, for odd text); then the canonical one
