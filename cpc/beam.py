@@ -145,6 +145,10 @@ class SnapshotCache:
             self._cache.popitem(last=False)
         return found
 
+    def known(self, tokens: State) -> Snapshot | None:
+        """The snapshot of ``tokens`` if it is cached (no model call)."""
+        return self._cache.get(tokens)
+
     def holds(self, snapshot: Snapshot) -> bool:
         """Whether this very snapshot is still in the cache."""
         return self._cache.get(snapshot.tokens) is snapshot

@@ -51,6 +51,7 @@ from cpc.detok import Detokenizer
 from cpc.lm import Cancelled, State
 
 if TYPE_CHECKING:
+    from cpc.beam import Snapshot
     from cpc.engine import Engine
     from cpc.fusion import Fusion, FusionState
 
@@ -374,55 +375,34 @@ def _first_tokens(
 ) -> list[_Stream]:
     """The ``n`` best (start, first token) pairs, distinct in their bytes, as streams.
 
-    The starts' snapshots are fetched in one batched call (``cpc`` paths that
-    end at the cursor were fetched by the conditioning already). With
+    A start's snapshot costs the model's output layer, so for one ``cpc``
+    completion a start is expanded into its (start, token) pairs only when
+    the byte-level marginal cannot decide without it: until then it counts
+    as a leaf that holds its path's mass at its overhang's bytes (with
+    fusion, between bounds). A start whose snapshot is cached already (a
+    path that ends at the cursor, read by the conditioning) is expanded at
+    once; the others are fetched in one batched call when needed. With
     fusion, each pair is ranked on its fused score.
     """
-    index = engine.index
-    pieces = engine.vocab.pieces
-    snapshots = engine.beam.snapshots.get_many([start.tokens for start in starts])
-    if fused is not None:
-        start_scores, states = fused.starts(starts)
-        rows, next_states = fused.fusion.advance(states)
-        ends = fused.fusion.final(states)
-    options_by_bytes: dict[bytes, tuple[float, _Start, int | None, FusionState | None]] = {}
-    mass_by_bytes: dict[bytes, float] = {}
-    per_start = max(options.n, MARGINAL_TOKENS if options.mode == "cpc" else 0)
-    for number, (start, snapshot) in enumerate(zip(starts, snapshots)):
-        lo, hi = start.allowed or (0, len(index))
-        probs = snapshot.probs[lo:hi]
-        total = float(probs.sum()) + (snapshot.eos if start.allowed is None else 0.0)
-        if total <= 0:
-            continue
-        bonus = np.zeros(0)
-        if fused is None:
-            top = _best(probs, per_start)
-        else:
-            bonus = rows[number][index.order[lo:hi]].astype(np.float64) + start_scores[number]
-            with np.errstate(divide="ignore"):
-                top = _best(np.log(probs) + bonus, per_start)
-        choices: list[tuple[float, float, int | None]] = [
-            (float(probs[k]), float(bonus[k]) if len(bonus) else 0.0, int(index.order[lo + k])) for k in top
-        ]
-        if start.allowed is None:
-            end_bonus = float(ends[number]) + start_scores[number] if fused is not None else 0.0
-            choices.append((snapshot.eos, end_bonus, None))
-        for probability, fusion_score, token in choices:
-            if probability <= 0:
-                continue
-            data = start.shown + (pieces[token] if token is not None else b"")
-            logprob = start.logprob + math.log(probability / total) + fusion_score
-            mass_by_bytes[data] = mass_by_bytes.get(data, 0.0) + math.exp(logprob)
-            known = options_by_bytes.get(data)
-            if known is None or known[0] < logprob:
-                state = next_states[number, token] if fused is not None and token is not None else None
-                options_by_bytes[data] = (logprob, start, token, state)
-    ranked = sorted(options_by_bytes, key=lambda data: options_by_bytes[data][0], reverse=True)
-    if options.mode == "cpc" and ranked:
-        first = _by_byte_marginal(mass_by_bytes)
+    pairs = _Pairs(engine, starts, options, fused)
+    cached = engine.beam.snapshots.known
+    lazy = options.mode == "cpc" and options.n == 1
+    pairs.expand([k for k, start in enumerate(starts) if not lazy or cached(start.tokens) is not None])
+    first: bytes | None = None
+    while options.mode == "cpc" and (pairs.mass_by_bytes or pairs.pending):
+        decided = _by_byte_marginal(pairs.mass_by_bytes, pairs.leaves())
+        if not isinstance(decided, frozenset):
+            first = decided
+            break
+        if not decided:
+            break
+        pairs.expand(sorted(decided))
+    ranked = sorted(pairs.options_by_bytes, key=lambda data: pairs.options_by_bytes[data][0], reverse=True)
+    if first is not None and ranked:
         ranked.remove(first)
         ranked.insert(0, first)
-    best = [options_by_bytes[data] for data in ranked[: options.n]]
+    best = [pairs.options_by_bytes[data] for data in ranked[: options.n]]
+    pieces = engine.vocab.pieces
     streams = []
     for logprob, start, token, state in best:
         detok = Detokenizer(engine.vocab, context=start.typed)
@@ -441,7 +421,79 @@ def _first_tokens(
     return streams
 
 
-def _by_byte_marginal(masses: dict[bytes, float]) -> bytes:
+class _Pairs:
+    """The (start, first token) pairs of the starts expanded so far, by the bytes they spell after the cursor."""
+
+    def __init__(self, engine: Engine, starts: list[_Start], options: Options, fused: _Fused | None) -> None:
+        self.engine = engine
+        self.starts = starts
+        self.fused = fused
+        self.per_start = max(options.n, MARGINAL_TOKENS if options.mode == "cpc" else 0)
+        self.options_by_bytes: dict[bytes, tuple[float, _Start, int | None, FusionState | None]] = {}
+        """The best pair per byte string: (log score, start, token or None for the end, fusion state)."""
+        self.mass_by_bytes: dict[bytes, float] = {}
+        self.pending = set(range(len(starts)))
+        self._bounds = [(start.logprob, start.logprob) for start in starts]
+        """Per start, the log of the least and most mass its pairs can hold (equal without fusion)."""
+        if fused is not None:
+            self.start_scores, states = fused.starts(starts)
+            self.rows, self.next_states = fused.fusion.advance(states)
+            self.ends = fused.fusion.final(states)
+            self._bounds = [
+                (start.logprob + score + min(float(row.min()), float(end)),
+                 start.logprob + score + max(float(row.max()), float(end)))
+                for start, score, row, end in zip(starts, self.start_scores, self.rows, self.ends)
+            ]
+
+    def leaves(self) -> dict[int, tuple[bytes, float, float]]:
+        """The starts not expanded yet: their overhang's bytes and the bounds on their mass."""
+        return {k: (self.starts[k].shown, math.exp(self._bounds[k][0]), math.exp(self._bounds[k][1]))
+                for k in self.pending}
+
+    def expand(self, numbers: list[int]) -> None:
+        """Add the pairs of these starts (their snapshots come from one batched call)."""
+        numbers = [k for k in numbers if k in self.pending]
+        snapshots = self.engine.beam.snapshots.get_many([self.starts[k].tokens for k in numbers])
+        for number, snapshot in zip(numbers, snapshots):
+            self.pending.discard(number)
+            self._add(number, snapshot)
+
+    def _add(self, number: int, snapshot: Snapshot) -> None:
+        start, fused, index = self.starts[number], self.fused, self.engine.index
+        lo, hi = start.allowed or (0, len(index))
+        probs = snapshot.probs[lo:hi]
+        total = float(probs.sum()) + (snapshot.eos if start.allowed is None else 0.0)
+        if total <= 0:
+            return
+        bonus = np.zeros(0)
+        if fused is None:
+            top = _best(probs, self.per_start)
+        else:
+            bonus = self.rows[number][index.order[lo:hi]].astype(np.float64) + self.start_scores[number]
+            with np.errstate(divide="ignore"):
+                top = _best(np.log(probs) + bonus, self.per_start)
+        choices: list[tuple[float, float, int | None]] = [
+            (float(probs[k]), float(bonus[k]) if len(bonus) else 0.0, int(index.order[lo + k])) for k in top
+        ]
+        if start.allowed is None:
+            end_bonus = float(self.ends[number]) + self.start_scores[number] if fused is not None else 0.0
+            choices.append((snapshot.eos, end_bonus, None))
+        pieces = self.engine.vocab.pieces
+        for probability, fusion_score, token in choices:
+            if probability <= 0:
+                continue
+            data = start.shown + (pieces[token] if token is not None else b"")
+            logprob = start.logprob + math.log(probability / total) + fusion_score
+            self.mass_by_bytes[data] = self.mass_by_bytes.get(data, 0.0) + math.exp(logprob)
+            known = self.options_by_bytes.get(data)
+            if known is None or known[0] < logprob:
+                state = self.next_states[number, token] if fused is not None and token is not None else None
+                self.options_by_bytes[data] = (logprob, start, token, state)
+
+
+def _by_byte_marginal(
+    masses: dict[bytes, float], leaves: dict[int, tuple[bytes, float, float]] | None = None
+) -> bytes | frozenset[int]:
     """The first token's bytes that the byte-level marginal leads to.
 
     ``masses`` holds, per byte string a (covering path, first token) pair
@@ -453,20 +505,44 @@ def _by_byte_marginal(masses: dict[bytes, float]) -> bytes:
     ``._`` + ``getframe`` and ``.`` + ``_get…`` together outweigh ``.`` +
     ``_frame``, however the best single pair scores.
 
+    ``leaves`` are starts not expanded into pairs yet, keyed by number: the
+    bytes they spell, and the least and most mass their pairs hold. When
+    the walk reaches a leaf's bytes (what follows them is unknown) or the
+    bounds leave the next step open, the answer is the leaves to expand.
+
     >>> _by_byte_marginal({b"frame": 0.3, b"getframe": 0.25, b"get": 0.2})
     b'getframe'
+    >>> _by_byte_marginal({b"frame": 0.3}, {7: (b"get", 0.45, 0.45)})
+    frozenset({7})
+    >>> _by_byte_marginal({b"frame": 0.3, b"getframe": 0.25}, {7: (b"ge", 0.01, 0.02)})
+    b'frame'
     """
     prefix = b""
-    live = masses
+    live, waiting = masses, leaves or {}
     while True:
-        following: dict[int, float] = {}
+        reached = frozenset(k for k, (data, _, _) in waiting.items() if data == prefix)
+        if reached:
+            return reached
+        least: dict[int, float] = {}
+        most: dict[int, float] = {}
         for data, mass in live.items():
             if len(data) > len(prefix):
-                following[data[len(prefix)]] = following.get(data[len(prefix)], 0.0) + mass
-        if not following or live.get(prefix, 0.0) >= max(following.values()):
-            return prefix if prefix in live else max(live, key=live.__getitem__)
-        prefix += bytes([max(following, key=following.__getitem__)])
+                least[data[len(prefix)]] = least.get(data[len(prefix)], 0.0) + mass
+                most[data[len(prefix)]] = most.get(data[len(prefix)], 0.0) + mass
+        for data, low, high in waiting.values():
+            least[data[len(prefix)]] = least.get(data[len(prefix)], 0.0) + low
+            most[data[len(prefix)]] = most.get(data[len(prefix)], 0.0) + high
+        stop = live.get(prefix, 0.0)
+        if not least or stop >= max(most.values()):
+            if prefix in live or not waiting:
+                return prefix if prefix in live else max(live, key=live.__getitem__)
+            return frozenset(waiting)  # every mass here is zero but the leaves': look inside them
+        byte = max(least, key=least.__getitem__)
+        if waiting and least[byte] < max([stop, *(high for b, high in most.items() if b != byte)]):
+            return frozenset(waiting)  # the bounds overlap: expand the leaves still in the race
+        prefix += bytes([byte])
         live = {data: mass for data, mass in live.items() if data.startswith(prefix)}
+        waiting = {k: leaf for k, leaf in waiting.items() if leaf[0].startswith(prefix)}
 
 
 def _best(probs: np.ndarray, n: int) -> np.ndarray:
