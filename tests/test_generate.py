@@ -138,6 +138,32 @@ def test_paths_far_behind_the_best_do_not_compete_for_the_first_token(engine):
     assert evaluated[1] < evaluated[0]
 
 
+LAZY_CASES = [
+    "const { stat } = require('no",
+    "function init () {\n  let headers = rawHeader",
+    "const colors = {\n    yellow,\n    white,\n    se",
+    "    message += ` (attempt",
+    "import numpy as np\nx = np.zer",
+]
+
+
+def test_a_covering_path_is_expanded_only_when_the_byte_marginal_needs_it(engine, monkeypatch):
+    """The first token comes out as if every covering path were expanded, from fewer model states."""
+    lazy, eager = [], []
+    for prefix in LAZY_CASES:
+        for expanded, runs in ((False, lazy), (True, eager)):
+            with monkeypatch.context() as patch:
+                if expanded:  # every path looks cached, so every one is expanded up front
+                    patch.setattr(engine.beam.snapshots, "known", lambda tokens: True)
+                engine.conditioner.clear()
+                before = engine.lm.stats.states
+                result = generate(engine, prefix, "", Options(max_tokens=4))
+                runs.append((result.completions[0].text, engine.lm.stats.states - before))
+    assert [text for text, _ in lazy] == [text for text, _ in eager]
+    assert all(a <= b for (_, a), (_, b) in zip(lazy, eager))
+    assert sum(states for _, states in lazy) < sum(states for _, states in eager)
+
+
 @pytest.mark.parametrize("mode", ["naive", "cpc"])
 def test_a_cold_request_reads_a_cut_window_and_warm_reads_the_whole(engine, mode):
     """A prompt-time budget cuts the window of a cold request; `warm` reads the whole window, and the
