@@ -433,9 +433,10 @@ class _Pairs:
         """The best pair per byte string: (log score, start, token or None for the end, fusion state)."""
         self.mass_by_bytes: dict[bytes, float] = {}
         self.pending = set(range(len(starts)))
-        self._bounds = [(start.logprob, start.logprob) for start in starts]
-        """Per start, the log of the least and most mass its pairs can hold (equal without fusion)."""
-        if fused is not None:
+        # per start, the log of the least and most mass its pairs can hold (equal without fusion)
+        if fused is None:
+            self._bounds = [(start.logprob, start.logprob) for start in starts]
+        else:
             self.start_scores, states = fused.starts(starts)
             self.rows, self.next_states = fused.fusion.advance(states)
             self.ends = fused.fusion.final(states)
