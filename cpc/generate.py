@@ -227,22 +227,27 @@ def generate(
     options: Options = Options(),
     cancelled: Callable[[], bool] | None = None,
     fusion: Fusion | None = None,
+    wanted: Callable[[str], bool] | None = None,
 ) -> Generation:
     """Complete the text between ``prefix`` (before the cursor) and ``suffix`` (after it).
 
     ``cancelled`` is polled before each model evaluation (and between the
     batches of a long prompt); when it returns True the work stops with
     `cpc.lm.Cancelled`, and every cache stays usable. ``fusion`` adds the
-    workspace's fusion scores to every choice.
+    workspace's fusion scores to every choice. ``wanted`` is asked about
+    each completion's text so far before each generation step: when it says
+    no to all of them, the work stops with `cpc.lm.Cancelled` too (the user
+    has typed on, and not what these texts start with).
     """
     engine.lm.interrupt = cancelled
     try:
-        return _generate(engine, prefix, suffix, options, fusion)
+        return _generate(engine, prefix, suffix, options, fusion, wanted)
     finally:
         engine.lm.interrupt = None
 
 
-def _generate(engine: Engine, prefix: str, suffix: str, options: Options, fusion: Fusion | None) -> Generation:
+def _generate(engine: Engine, prefix: str, suffix: str, options: Options, fusion: Fusion | None,
+              wanted: Callable[[str], bool] | None) -> Generation:
     started = time.perf_counter()
     word_deadline = None if options.word_budget_ms is None else started + options.word_budget_ms / 1000
     calls = engine.lm.stats.calls
@@ -261,7 +266,7 @@ def _generate(engine: Engine, prefix: str, suffix: str, options: Options, fusion
             _finish(stream, rules, fusion)
         else:
             _settle(stream, rules, fusion)
-    _continue(engine, streams, rules, options, fusion, word_deadline)
+    _continue(engine, streams, rules, options, fusion, word_deadline, wanted)
     completions = _distinct(streams, options.n, rules)
     return Generation(
         completions=completions,
@@ -556,11 +561,12 @@ def _best(probs: np.ndarray, n: int) -> np.ndarray:
 
 def _continue(
     engine: Engine, streams: list[_Stream], rules: StopRules, options: Options, fusion: Fusion | None = None,
-    word_deadline: float | None = None,
+    word_deadline: float | None = None, wanted: Callable[[str], bool] | None = None,
 ) -> None:
     """Greedy decoding of every unfinished stream, one batched model call per step (on fused scores with fusion).
 
     Past ``word_deadline`` (`Options.word_budget_ms`), a stream whose text holds a whole first word ends there.
+    Raises `cpc.lm.Cancelled` before a step when ``wanted`` wants no stream's text.
     """
     banned = engine.vocab.special.copy()
     eos_ids = sorted(engine.vocab.eos_ids)
@@ -573,6 +579,8 @@ def _continue(
         live = [s for s in streams if not s.done]
         if not live:
             return
+        if wanted is not None and not any(wanted(s.text) for s in streams):
+            raise Cancelled("no completion is wanted any more")
         now = time.perf_counter()
         if now > deadline:
             for stream in live:

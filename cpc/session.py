@@ -279,13 +279,15 @@ class CompletionSession:
         options: Options,
         cancelled: Callable[[], bool] | None = None,
         fusion: FusionWeights | None = None,
+        wanted: Callable[[str], bool] | None = None,
     ) -> Answer:
         """Suggestions for the cursor between ``prefix`` and ``suffix`` of document ``key``.
 
         With ``fusion``, the workspace model scores every token choice with
         these weights, document ``key`` as the current file (its cursor line
         left out). Raises `cpc.lm.Cancelled` when ``cancelled`` turns True on
-        the way.
+        the way, or when ``wanted`` wants none of the texts so far
+        (`cpc.generate.generate`).
         """
         answer = self.cached(key, prefix, suffix, options, fusion)
         if answer is not None:
@@ -297,7 +299,8 @@ class CompletionSession:
         if fusion is not None and self.workspace is not None:
             fused = self.workspace.fusion(key, weights=fusion, cursor_line=prefix.count("\n"))
         generation = generate(
-            self.engine, recent(prefix), suffix[:MAX_SUFFIX_CHARS], options, cancelled=cancelled, fusion=fused
+            self.engine, recent(prefix), suffix[:MAX_SUFFIX_CHARS], options, cancelled=cancelled, fusion=fused,
+            wanted=wanted,
         )
         texts = [completion.text for completion in generation.completions]
         self.cache.remember(key, prefix, suffix, (options, fusion), texts)

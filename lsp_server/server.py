@@ -6,8 +6,13 @@ to inline-completion items). The engine never runs on the event loop: the
 model loads and completes on one worker thread, so ``didChange`` is handled
 while a completion runs. The newest request for a document wins: an older
 one is stopped at its next model evaluation and answers an empty list, and
-``$/cancelRequest`` stops it the same way. A request that comes while the
-first model loads is held until the load ends (at most ``HOLD_LIMIT_S``;
+``$/cancelRequest`` stops it the same way, with one exception (Continue's
+generator reuse): model work that the newest request only types on from
+(`Cursor.typed_on_by`), or that was cancelled after the document was edited
+(the user types: the next request is on its way), runs on for the
+suggestion cache while its suggestion can still start with the characters
+typed since, and the newest request, queued behind it, is answered from
+that cache when they do. A request that comes while the first model loads is held until the load ends (at most ``HOLD_LIMIT_S``;
 ``$/cancelRequest`` or a newer request for the document end the wait), so
 typing before the model is ready still ends with a suggestion; with no
 model loaded and none loading, requests answer an empty list. Each change of
@@ -90,6 +95,19 @@ class Cursor:
     replace: types.Range
     """From the start of ``word`` to the cursor, in the client's units."""
 
+    def typed_on_by(self, newer: Cursor) -> bool:
+        """Whether ``newer`` is this cursor after typing on (on the same line): an answer for this
+        one may start with what was typed, and then answers ``newer`` from the suggestion cache.
+
+        >>> nowhere = types.Range(types.Position(0, 0), types.Position(0, 0))
+        >>> sel, self_w, se = (Cursor("file:///a.py", text, ")", "", nowhere) for text in ("f(sel", "f(self.w", "f(se"))
+        >>> sel.typed_on_by(self_w), sel.typed_on_by(se)
+        (True, False)
+        """
+        typed = newer.prefix[len(self.prefix):]
+        return (newer.uri == self.uri and newer.suffix == self.suffix and len(typed) <= _LONGEST_WORD
+                and "\n" not in typed and newer.prefix.startswith(self.prefix))
+
 
 @dataclass
 class Indexing:
@@ -143,10 +161,11 @@ class CPCServer(CheckedLanguageServer):
         self.load_ended.set()
         self.counts = {
             "requests": 0, "from_cache": 0, "from_model": 0, "superseded": 0, "stopped": 0, "not_ready": 0,
-            "held": 0, "cut_short": 0, "warmed": 0, "warm_stopped": 0,
+            "held": 0, "cut_short": 0, "warmed": 0, "warm_stopped": 0, "kept": 0,
         }
         """``superseded``: dropped for a newer request before the model started;
         ``stopped``: model work stopped early (a newer request, or ``$/cancelRequest``);
+        ``kept``: model work finished for the suggestion cache after a newer request typed on from it;
         ``held``: came while the model loaded and waited for it; ``not_ready``: answered empty for want of a model;
         ``cut_short``: model answers from a window cut for ``promptBudgetMs``;
         ``warmed`` / ``warm_stopped``: prompt windows read ahead while idle, whole / stopped by the user."""
@@ -154,6 +173,10 @@ class CPCServer(CheckedLanguageServer):
         """Bumped by every edit and request: read-ahead stops when it changes."""
         self._latest: dict[str, int] = {}
         self._tickets = itertools.count()
+        self._newest: dict[str, Cursor] = {}
+        """The cursor of the newest request per document."""
+        self._edits: dict[str, int] = {}
+        """Edits per document (``didOpen`` and ``didChange``)."""
         self.in_flight = 0
         """Requests waiting for the worker or running on it."""
         self.indexing = Indexing()
@@ -446,6 +469,11 @@ class CPCServer(CheckedLanguageServer):
         """An edit or a request came: read-ahead under way gives the worker back."""
         self._activity += 1
 
+    def note_edit(self, uri: str) -> None:
+        """``uri`` was opened or changed."""
+        self.note_activity()
+        self._edits[uri] = self._edits.get(uri, 0) + 1
+
     def schedule_warm(self, uri: str, offset: int | None) -> None:
         """After `WARM_IDLE_S` of quiet, read the prompt window that ends at ``offset`` of ``uri``
         (None: at its end) into the KV cache, unless the worker is busy then."""
@@ -523,6 +551,8 @@ class CPCServer(CheckedLanguageServer):
         self.note_activity()
         ticket = next(self._tickets)
         self._latest[cursor.uri] = ticket
+        self._newest[cursor.uri] = cursor
+        edits = self._edits.get(cursor.uri, 0)
         if not await self.wait_for_model(cursor.uri, ticket):
             self.counts["superseded" if self._latest.get(cursor.uri) != ticket else "not_ready"] += 1
             return []
@@ -536,22 +566,37 @@ class CPCServer(CheckedLanguageServer):
             await asyncio.sleep(self.settings.debounce_ms / 1000)
         stop = threading.Event()
 
-        def cancelled() -> bool:
+        def dropped() -> bool:
             return stop.is_set() or self._latest.get(cursor.uri) != ticket
 
-        if cancelled():
+        def stopped() -> bool:
+            newest = self._newest[cursor.uri]
+            if newest is not cursor:
+                return not cursor.typed_on_by(newest)
+            return stop.is_set() and self._edits.get(cursor.uri, 0) == edits
+
+        def wanted(text: str) -> bool:  # kept work stops once its suggestion cannot start what was typed on
+            typed = self._newest[cursor.uri].prefix[len(cursor.prefix):]
+            return text.startswith(typed) or typed.startswith(text)
+
+        if dropped():
             self.counts["superseded"] += 1
             return []
 
         def work():
-            if cancelled():  # a newer request came while this one waited for the worker: skip it
+            if dropped():  # a newer request came while this one waited for the worker: skip it
                 self.counts["superseded"] += 1
                 raise Cancelled("superseded while queued")
             try:
-                return self.session.complete(cursor.uri, cursor.prefix, cursor.suffix, options, cancelled, fusion)
+                answer = self.session.complete(cursor.uri, cursor.prefix, cursor.suffix, options, stopped, fusion,
+                                               wanted)
             except Cancelled:
                 self.counts["stopped"] += 1
                 raise
+            if dropped():  # finished for the cache: the newer request answers from it
+                self.counts["kept"] += 1
+                raise Cancelled("superseded, kept for the suggestion cache")
+            return answer
 
         self.in_flight += 1
         try:
@@ -666,13 +711,13 @@ def build_server(model: str | None = None) -> CPCServer:
 
     @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
     def did_open(ls: CPCServer, params: types.DidOpenTextDocumentParams) -> None:
-        ls.note_activity()
+        ls.note_edit(params.text_document.uri)
         ls.queue_document(params.text_document.uri)
         ls.schedule_warm(params.text_document.uri, None)  # no cursor yet: new code often goes at the end
 
     @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
     def did_change(ls: CPCServer, params: types.DidChangeTextDocumentParams) -> None:
-        ls.note_activity()
+        ls.note_edit(params.text_document.uri)
         ls.queue_document(params.text_document.uri)
         ls.schedule_warm(params.text_document.uri, ls.edit_end(params))
 

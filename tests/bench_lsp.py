@@ -20,8 +20,8 @@ model calls).
 The editor scenario is a person in a real editor: open a file of ~2,000
 lines, read for a second, jump to a line in the middle (an editor sends
 nothing for that) and type its first name there, a key every 150 ms. Each
-key is a ``didChange`` and a request; a request still unanswered when the
-next key comes is cancelled (``$/cancelRequest``), as VS Code does. It
+key is a ``didChange``, then a ``$/cancelRequest`` for the request still
+unanswered from the key before, then a request, as VS Code does. It
 reports the time from the first key to the first suggestion shown, and the
 latency of every answered request after it, split into cache and model
 answers.
@@ -144,9 +144,9 @@ async def type_name(editor: HeadlessEditor, name: str) -> dict:
     for k, char in enumerate(name):
         if k:
             await asyncio.sleep(max(0.0, first_key + k * KEY_INTERVAL_S - time.perf_counter()))
+        editor.type(char)
         if requests and requests[-1].answered is None:
             editor.cancel(requests[-1])
-        editor.type(char)
         requests.append(editor.request_suggestions())
         cache_counts.append(None)
         watchers.append(asyncio.ensure_future(watch(requests[-1], k)))

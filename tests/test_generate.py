@@ -75,6 +75,23 @@ def test_cancellation_stops_the_request(engine):
         generate(engine, TEXTWRAP[:2000], options=Options(max_tokens=40), cancelled=cancelled)
 
 
+def test_work_stops_when_no_text_so_far_is_wanted(engine):
+    """`wanted` sees each completion's text as it grows; the same text when it wants them all."""
+    cursor = TEXTWRAP.index("self.width = width") + len("self.wid")
+    seen = []
+
+    def anything(text: str) -> bool:
+        seen.append(text)
+        return True
+
+    options = Options(max_tokens=6)
+    wanted = generate(engine, TEXTWRAP[:cursor], options=options, wanted=anything).completions[0].text
+    assert wanted == generate(engine, TEXTWRAP[:cursor], options=options).completions[0].text
+    assert wanted.startswith(seen[-1]) and len(seen) >= 2
+    with pytest.raises(Cancelled):  # the user typed `wide`: a suggestion starting `th` is no use
+        generate(engine, TEXTWRAP[:cursor], options=options, wanted=lambda text: "e".startswith(text[:1]))
+
+
 def test_fim_prompt_frames_the_tail_after_fim_middle(engine, monkeypatch):
     """The framing logic, with three of the model's control tokens standing in for FIM tokens
     (neither test model ships FIM tokens; llama.cpp reports none)."""
