@@ -324,13 +324,15 @@ class ByteBeam:
                 bound = candidate.log_committed + math.log(probability)
                 extensions.append((bound, candidate, token, pinned))
         # Extensions compete on their upper bound (the whole next token open)
-        # before any of them costs a model call.
+        # before any of them costs a model call. Only extensions are dropped
+        # here: a bound overstates its extension, so it must not push out a
+        # stay, whose weight is exact (the prune below judges them all).
         weights = [c.logweight for c in stays] + [e[0] for e in extensions]
         pinned = [c.pinned for c in stays] + [e[3] for e in extensions]
         keep = _prune(weights, pinned, width, log_threshold)
-        self.stats.pruned += len(weights) - len(keep)
-        kept_stays = [stays[k] for k in keep if k < len(stays)]
         kept_extensions = [extensions[k - len(stays)] for k in keep if k >= len(stays)]
+        self.stats.pruned += len(extensions) - len(kept_extensions)
+        kept_stays = stays
         self.stats.materialised += len(kept_extensions)
         snapshots = self.snapshots.get_many([(*c.tokens, token) for _, c, token, _ in kept_extensions])
         root = index.node(b"")
@@ -344,6 +346,7 @@ class ByteBeam:
                 )
         candidates = kept_stays + opened
         keep = _prune([c.logweight for c in candidates], [c.pinned for c in candidates], width, log_threshold)
+        self.stats.pruned += len(candidates) - len(keep)
         candidates = [candidates[k] for k in keep]
         logprob = logsumexp([c.logweight for c in candidates])
         return Beam(beam.start, covered + bytes([byte]), tuple(candidates), logprob, beam.healed)

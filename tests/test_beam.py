@@ -63,6 +63,17 @@ def test_pruned_beam_never_exceeds_the_exact_marginal_and_heals(toy):
     assert narrow.stats.pruned > 0
 
 
+def test_an_extension_bound_does_not_prune_an_exact_candidate():
+    # Reading "ab": the open token "ab" has its exact weight; committing the likely "a" is bounded
+    # by P("a") before its state is read, and P("b" | "a") turns out tiny. Both paths end up
+    # within the threshold: the bound alone must not push "ab" out.
+    lm = ToyLM(pieces=[b"a", b"b", b"ab"], bias={b"a": 8.0})
+    beam = ByteBeam(lm, PrefixIndex(lm.vocab), width=8, threshold=1e-2)
+    read = beam.read(lm.bos, b"ab")
+    assert sorted(c.open for c in read.candidates) == [b"ab", b"b"]
+    assert math.exp(read.logprob) == pytest.approx(BruteForce(lm).prefix(lm.bos, b"ab"), rel=1e-9)
+
+
 def test_healing_recovers_after_pruning_drops_the_only_live_path():
     # "abc" has one tokenization, "a" "bc"; a width-1 beam prefers the likelier
     # open token "ab", which no token can continue with "c".
