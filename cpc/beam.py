@@ -332,7 +332,6 @@ class ByteBeam:
         keep = _prune(weights, pinned, width, log_threshold)
         kept_extensions = [extensions[k - len(stays)] for k in keep if k >= len(stays)]
         self.stats.pruned += len(extensions) - len(kept_extensions)
-        kept_stays = stays
         self.stats.materialised += len(kept_extensions)
         snapshots = self.snapshots.get_many([(*c.tokens, token) for _, c, token, _ in kept_extensions])
         root = index.node(b"")
@@ -344,7 +343,7 @@ class ByteBeam:
                 opened.append(
                     Candidate(snapshot, bytes([byte]), child[0], child[1], bound, bound + math.log(mass), is_pinned)
                 )
-        candidates = kept_stays + opened
+        candidates = stays + opened
         keep = _prune([c.logweight for c in candidates], [c.pinned for c in candidates], width, log_threshold)
         self.stats.pruned += len(candidates) - len(keep)
         candidates = [candidates[k] for k in keep]

@@ -96,9 +96,9 @@ class Engine:
         The beam keeps at most ``width`` candidates, none under ``threshold``
         times the best one's weight. Every candidate kept past the cursor's
         token costs a model state. 1e-2, rather than `cpc.beam.ByteBeam`'s
-        1e-3, needs 273 states instead of 327 on 30 npm cursors, with the
-        same word-exact figures on both development corpora
-        (docs/benchmarks.md).
+        1e-3, needs 273 states instead of 327 on 30 npm cursors; word exact
+        is the same on npm's JavaScript and one or two boundary cases of 100
+        lower on the standard library (docs/benchmarks.md).
         """
         report = progress or (lambda message, fraction: None)
         served = is_remote(model)

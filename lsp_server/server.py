@@ -12,7 +12,8 @@ generator reuse): model work that the newest request only types on from
 (the user types: the next request is on its way), runs on for the
 suggestion cache while its suggestion can still start with the characters
 typed since, and the newest request, queued behind it, is answered from
-that cache when they do. A request that comes while the first model loads is held until the load ends (at most ``HOLD_LIMIT_S``;
+that cache when they do. A request that comes while the first model loads
+is held until the load ends (at most ``HOLD_LIMIT_S``;
 ``$/cancelRequest`` or a newer request for the document end the wait), so
 typing before the model is ready still ends with a suggestion; with no
 model loaded and none loading, requests answer an empty list. Each change of
@@ -318,6 +319,8 @@ class CPCServer(CheckedLanguageServer):
         """Document ``uri`` was closed: drop it from the workspace model and the suggestion cache."""
         with self._pending_lock:
             self._pending_texts.pop(uri, None)
+        self._newest.pop(uri, None)
+        self._edits.pop(uri, None)
         self.session.cache.forget(uri)
         self._submit_update(self.session.close_document, uri)
 
@@ -570,13 +573,13 @@ class CPCServer(CheckedLanguageServer):
             return stop.is_set() or self._latest.get(cursor.uri) != ticket
 
         def stopped() -> bool:
-            newest = self._newest[cursor.uri]
-            if newest is not cursor:
-                return not cursor.typed_on_by(newest)
+            newest = self._newest.get(cursor.uri)
+            if newest is not cursor:  # a newer request, or the document closed (None)
+                return newest is None or not cursor.typed_on_by(newest)
             return stop.is_set() and self._edits.get(cursor.uri, 0) == edits
 
         def wanted(text: str) -> bool:  # kept work stops once its suggestion cannot start what was typed on
-            typed = self._newest[cursor.uri].prefix[len(cursor.prefix):]
+            typed = self._newest.get(cursor.uri, cursor).prefix[len(cursor.prefix):]
             return text.startswith(typed) or typed.startswith(text)
 
         if dropped():
