@@ -49,12 +49,10 @@ from cpc.models import Progress
 from cpc.remote import RemoteOptions
 from cpc.workspace import ScanReport, WorkspaceLimits, WorkspaceProgress, workspace_files
 
-MAX_PREFIX_CHARS = 32_000
-"""Text before the cursor that a request reads at least, when there is that much (the prompt window
-is shorter still)."""
-PREFIX_CUT_STEP = 8_192
-"""Where that text starts moves in steps of this many characters (to the next line start), not with
-every keystroke: the prompt's first tokens, and so the KV cache, stay valid while the user types."""
+PREFIX_CHARS_PER_TOKEN = 8
+"""A request reads at least this many characters of text before the cursor per token of the prompt
+window, when there is that much: about twice what code spends per token, so the window is full, and
+a cold request on a long file does not tokenize the whole file before the cursor."""
 MAX_SUFFIX_CHARS = 4_000
 
 
@@ -299,7 +297,7 @@ class CompletionSession:
         if fusion is not None and self.workspace is not None:
             fused = self.workspace.fusion(key, weights=fusion, cursor_line=prefix.count("\n"))
         generation = generate(
-            self.engine, recent(prefix), suffix[:MAX_SUFFIX_CHARS], options, cancelled=cancelled, fusion=fused,
+            self.engine, self._recent(prefix), suffix[:MAX_SUFFIX_CHARS], options, cancelled=cancelled, fusion=fused,
             wanted=wanted,
         )
         texts = [completion.text for completion in generation.completions]
@@ -312,18 +310,24 @@ class CompletionSession:
         (`cpc.generate.warm`): the tokens read. Raises `cpc.lm.Cancelled` when ``cancelled`` turns True."""
         if self.engine is None:
             raise RuntimeError("the model is not loaded yet")
-        return warm(self.engine, recent(prefix), suffix[:MAX_SUFFIX_CHARS], options, cancelled)
+        return warm(self.engine, self._recent(prefix), suffix[:MAX_SUFFIX_CHARS], options, cancelled)
+
+    def _recent(self, prefix: str) -> str:
+        return recent(prefix, self.engine.conditioner.max_prompt_tokens * PREFIX_CHARS_PER_TOKEN)
 
 
-def recent(prefix: str) -> str:
-    """The end of ``prefix`` a request reads: from a line start that moves every `PREFIX_CUT_STEP` characters.
+def recent(prefix: str, chars: int) -> str:
+    """The end of ``prefix`` a request reads: at least ``chars`` characters (when there are that many),
+    from a line start that moves in steps of a quarter of that, not with every keystroke: the prompt's
+    first tokens, and so the KV cache, stay valid while the user types.
 
     >>> text = "x = 1\\n" * 10_000
-    >>> len(recent(text)) >= MAX_PREFIX_CHARS, recent(text) == recent(text + "y = 2")[:-5]
+    >>> len(recent(text, 8192)) >= 8192, recent(text, 8192) == recent(text + "y = 2", 8192)[:-5]
     (True, True)
     """
-    if len(prefix) <= MAX_PREFIX_CHARS:
+    if len(prefix) <= chars:
         return prefix
-    cut = (len(prefix) - MAX_PREFIX_CHARS) // PREFIX_CUT_STEP * PREFIX_CUT_STEP
-    line = prefix.find("\n", cut, cut + PREFIX_CUT_STEP) + 1
+    step = max(1, chars // 4)
+    cut = (len(prefix) - chars) // step * step
+    line = prefix.rfind("\n", max(0, cut - step), cut) + 1
     return prefix[line or cut :]

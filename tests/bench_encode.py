@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from cpc.conditioning import stable_tokens  # noqa: E402
 from cpc.gguf import GGUFModel  # noqa: E402
-from cpc.session import recent  # noqa: E402
+from cpc.session import PREFIX_CHARS_PER_TOKEN, recent  # noqa: E402
 from cpc.tokenizer import LlamaTokenizer  # noqa: E402
 from tests.bench_lsp import scenario_targets  # noqa: E402
 
@@ -30,7 +30,7 @@ def main() -> None:
     whole, reused, chars = [], [], []
     for _, before, name, _ in scenario_targets():
         for typed in range(len(name) + 1):
-            text = recent(before + name[:typed])
+            text = recent(before + name[:typed], 1024 * PREFIX_CHARS_PER_TOKEN)
             chars.append(len(text))
             started = time.perf_counter()
             tokenizer.model.tokenize(text.encode("utf-8"))

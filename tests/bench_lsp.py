@@ -123,13 +123,17 @@ async def editor_scenario(model: str, settings: dict) -> list[dict]:
         async with HeadlessEditor(["--model", model], settings=settings) as editor:
             await editor.open(uri, before + after, cursor=len(before))
             await asyncio.sleep(READING_S)
-            trials.append(await type_name(editor, name))
+            trials.append(await type_name(editor, name, after))
         print(f"scenario: {uri} ({name})", file=sys.stderr, flush=True)
     return trials
 
 
-async def type_name(editor: HeadlessEditor, name: str) -> dict:
-    """Type ``name`` a key every `KEY_INTERVAL_S`, cancelling a request the next key makes stale."""
+async def type_name(editor: HeadlessEditor, name: str, after: str = "") -> dict:
+    """Type ``name`` a key every `KEY_INTERVAL_S`, cancelling a request the next key makes stale.
+
+    Each answer's text is judged against the file's own text (the rest of ``name``, then ``after``):
+    ``right`` when accepting it would write the file's text, ``finishes`` when it also ends the name.
+    """
     first_key = time.perf_counter()
     requests: list[Request] = []
     cache_counts: list[int | None] = []
@@ -157,8 +161,16 @@ async def type_name(editor: HeadlessEditor, name: str) -> dict:
         answer = request.answer.result() if request.answer.done() and not request.answer.exception() else None
         from_cache = cache_counts[k] is not None and cache_counts[k] > seen
         seen = max(seen, cache_counts[k] or 0)
+        text = ""
+        if answer and answer.items:
+            item = answer.items[0]
+            text = item.insert_text[request.cursor - editor.offset(item.range.start) :]
+        truth = name[k + 1 :] + after
         rows.append({
             "key": k,
+            "text": text,
+            "right": bool(text) and truth.startswith(text),
+            "finishes": bool(text) and truth.startswith(text) and len(text) >= len(name) - k - 1,
             "sent_s": round(request.sent - first_key, 4),
             "ms": request.latency_ms,
             "answered_s": None if request.answered is None else round(request.answered - first_key, 4),
@@ -167,8 +179,15 @@ async def type_name(editor: HeadlessEditor, name: str) -> dict:
             "shown": bool(answer and answer.items and answer.items[0].insert_text),
         })
     rows.sort(key=lambda row: row["key"])
-    shown = [row["answered_s"] for row in rows if row["shown"]]
-    return {"name": name, "first_suggestion_ms": round(min(shown) * 1000, 1) if shown else None, "keys": rows}
+    shown = sorted((row for row in rows if row["shown"]), key=lambda row: row["answered_s"])
+    first = shown[0] if shown else None
+    return {
+        "name": name,
+        "first_suggestion_ms": round(first["answered_s"] * 1000, 1) if first else None,
+        "first_suggestion_right": bool(first and first["right"]),
+        "first_suggestion_finishes": bool(first and first["finishes"]),
+        "keys": rows,
+    }
 
 
 def scenario_summary(trials: list[dict]) -> dict:
@@ -184,6 +203,8 @@ def scenario_summary(trials: list[dict]) -> dict:
         "first_suggestion_p50_ms": pct([f for f in firsts if f is not None], 0.5),
         "first_suggestion_max_ms": max((f for f in firsts if f is not None), default=None),
         "never_shown": sum(f is None for f in firsts),
+        "first_suggestion_right": sum(t["first_suggestion_right"] for t in trials),
+        "first_suggestion_finishes": sum(t["first_suggestion_finishes"] for t in trials),
         "keys": keys,
         "cancelled_share": round(sum(row["cancelled"] for t in trials for row in t["keys"]) / keys, 3),
         "model_keystroke": {"n": len(model), "p50_ms": pct(model, 0.5), "p95_ms": pct(model, 0.95)},
