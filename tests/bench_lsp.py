@@ -22,9 +22,9 @@ lines, read for a second, jump to a line in the middle (an editor sends
 nothing for that) and type its first name there, a key every 150 ms. Each
 key is a ``didChange``, then a ``$/cancelRequest`` for the request still
 unanswered from the key before, then a request, as VS Code does. It
-reports the time from the first key to the first suggestion shown, and the
-latency of every answered request after it, split into cache and model
-answers.
+reports the time from the first key to the first suggestion shown, whether
+that suggestion agrees with the file's own text, and the latency of every
+answered request after it, split into cache and model answers.
 """
 
 from __future__ import annotations
