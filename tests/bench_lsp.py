@@ -165,18 +165,18 @@ async def type_name(editor: HeadlessEditor, name: str, after: str = "") -> dict:
         if answer and answer.items:
             item = answer.items[0]
             text = item.insert_text[request.cursor - editor.offset(item.range.start) :]
-        truth = name[k + 1 :] + after
+        right = bool(text) and (name[k + 1 :] + after).startswith(text)
         rows.append({
             "key": k,
             "text": text,
-            "right": bool(text) and truth.startswith(text),
-            "finishes": bool(text) and truth.startswith(text) and len(text) >= len(name) - k - 1,
+            "right": right,
+            "finishes": right and len(text) >= len(name) - k - 1,
             "sent_s": round(request.sent - first_key, 4),
             "ms": request.latency_ms,
             "answered_s": None if request.answered is None else round(request.answered - first_key, 4),
             "cancelled": request.cancelled,
             "from_cache": from_cache,
-            "shown": bool(answer and answer.items and answer.items[0].insert_text),
+            "shown": bool(text),
         })
     rows.sort(key=lambda row: row["key"])
     shown = sorted((row for row in rows if row["shown"]), key=lambda row: row["answered_s"])
