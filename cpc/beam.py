@@ -84,7 +84,8 @@ class Snapshot:
         text = row[index.order]
         eos = row[eos_ids].astype(np.float64)
         top = max(float(text.max()), float(eos.max())) if len(eos) else float(text.max())
-        probs = np.exp(text - row.dtype.type(top)).astype(np.float64)
+        text -= row.dtype.type(top)  # ``text`` is a fresh gather: shifted and exponentiated in place
+        probs = np.exp(text, out=text).astype(np.float64, copy=False)
         eos_mass = float(np.exp(eos - top).sum())
         total = probs.sum() + eos_mass
         probs /= total

@@ -120,10 +120,14 @@ class Fusion:
     def advance(self, states: Sequence[FusionState]) -> tuple[np.ndarray, NextStates]:
         """``λ_ngram · ngram + λ_identifiers · identifiers`` for every token after each state: ``[n, V]``."""
         scores = np.zeros((len(states), self.ngram.size), dtype=np.float32)
-        if self.weights.ngram:
-            scores += np.float32(self.weights.ngram) * self.ngram.advance([context for context, _ in states])
-        if self.weights.identifiers:
-            scores += np.float32(self.weights.identifiers) * self.identifiers.advance([word for _, word in states])
+        ngram, identifiers = np.float32(self.weights.ngram), np.float32(self.weights.identifiers)
+        for row, (context, word) in zip(scores, states):  # row by row: no [n, V] temporaries
+            if ngram:
+                np.multiply(self.ngram.row(context), ngram, out=row)
+            if identifiers:
+                scored = self.identifiers.row(word)  # a fresh row
+                scored *= identifiers
+                row += scored
         return scores, NextStates(self, states)
 
     def final(self, states: Sequence[FusionState]) -> np.ndarray:

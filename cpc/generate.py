@@ -409,10 +409,11 @@ def _first_tokens(
     best = [pairs.options_by_bytes[data] for data in ranked[: options.n]]
     pieces = engine.vocab.pieces
     streams = []
-    for logprob, start, token, state in best:
+    for logprob, number, token in best:
+        start = starts[number]
         detok = Detokenizer(engine.vocab, context=start.typed)
         stream = _Stream(start.tokens, prompt_length, start.typed, logprob, detok, detok.push_bytes(start.shown))
-        stream.fusion_state = state
+        stream.fusion_state = pairs.fusion_state(number, token)
         stream.first = options.mode == "cpc" and not streams
         if token is None:
             stream.done = True
@@ -434,8 +435,8 @@ class _Pairs:
         self.starts = starts
         self.fused = fused
         self.per_start = max(options.n, MARGINAL_TOKENS if options.mode == "cpc" else 0)
-        self.options_by_bytes: dict[bytes, tuple[float, _Start, int | None, FusionState | None]] = {}
-        """The best pair per byte string: (log score, start, token or None for the end, fusion state)."""
+        self.options_by_bytes: dict[bytes, tuple[float, int, int | None]] = {}
+        """The best pair per byte string: (log score, start's number, token or None for the end)."""
         self.mass_by_bytes: dict[bytes, float] = {}
         self.pending = set(range(len(starts)))
         # per start, the log of the least and most mass its pairs can hold (equal without fusion)
@@ -475,9 +476,13 @@ class _Pairs:
         if fused is None:
             top = _best(probs, self.per_start)
         else:
-            bonus = self.rows[number][index.order[lo:hi]].astype(np.float64) + self.start_scores[number]
+            # ranked in float32, the precision of the model's own rows
+            bonus = self.rows[number][index.order[lo:hi]]
+            bonus += np.float32(self.start_scores[number])
             with np.errstate(divide="ignore"):
-                top = _best(np.log(probs) + bonus, self.per_start)
+                score = np.log(probs.astype(np.float32))
+            score += bonus
+            top = _best(score, self.per_start)
         choices: list[tuple[float, float, int | None]] = [
             (float(probs[k]), float(bonus[k]) if len(bonus) else 0.0, int(index.order[lo + k])) for k in top
         ]
@@ -493,8 +498,11 @@ class _Pairs:
             self.mass_by_bytes[data] = self.mass_by_bytes.get(data, 0.0) + math.exp(logprob)
             known = self.options_by_bytes.get(data)
             if known is None or known[0] < logprob:
-                state = self.next_states[number, token] if fused is not None and token is not None else None
-                self.options_by_bytes[data] = (logprob, start, token, state)
+                self.options_by_bytes[data] = (logprob, number, token)
+
+    def fusion_state(self, number: int, token: int | None) -> FusionState | None:
+        """The fusion state a stream reaches from start ``number`` through ``token`` (asked only for the winners)."""
+        return self.next_states[number, token] if self.fused is not None and token is not None else None
 
 
 def _by_byte_marginal(
@@ -555,7 +563,7 @@ def _best(probs: np.ndarray, n: int) -> np.ndarray:
     """Positions of the ``n`` largest values, largest first, without sorting the whole vocabulary."""
     if n >= len(probs):
         return np.argsort(-probs)
-    top = np.argpartition(-probs, n - 1)[:n]
+    top = np.argpartition(probs, len(probs) - n)[len(probs) - n :]  # no negated copy of the vocabulary
     return top[np.argsort(-probs[top])]
 
 
@@ -573,6 +581,7 @@ def _continue(
     banned[eos_ids] = False
     is_eos = np.zeros(len(banned), dtype=bool)
     is_eos[eos_ids] = True
+    banned = np.flatnonzero(banned)  # ids, not a mask over the vocabulary: a few thousand writes per step
     deadline = math.inf if options.time_budget_ms is None else time.perf_counter() + options.time_budget_ms / 1000
     room = engine.lm.n_ctx - 1
     while True:

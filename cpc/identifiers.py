@@ -128,6 +128,7 @@ class TokenShapes:
         self.length = np.fromiter((len(piece) for piece in pieces), dtype=np.float32, count=size)
         self.ends_first = self.breaks & (self.lead == 0)
         """Tokens whose first byte ends the word (``(``, ``" ."``, ``"\\n"``)."""
+        self.goes_on = ~self.ends_first
 
     def __len__(self) -> int:
         return len(self.pieces)
@@ -283,9 +284,6 @@ class IdentifierModel:
             return 0.0, state
         return self._step(state, overhang, None)
 
-    def advance(self, states: Sequence[State]) -> np.ndarray:
-        return np.stack([self.row(state) for state in states]) if states else np.zeros((0, len(self.shapes)))
-
     def row(self, state: State) -> np.ndarray:
         """Every token's score from ``state``: bonus on the way to a name, refund when leaving it."""
         word, earned = state
@@ -294,10 +292,10 @@ class IdentifierModel:
         if not word:
             return self._fresh.copy()
         leaving = np.float32(-earned - self.penalty)
-        row = self._opening + leaving
         prefix = self._prefix(word)
-        if prefix.is_name:
-            row[self.shapes.ends_first] -= leaving
+        # a finished name keeps its bonus where the next token's first byte ends the word
+        row = np.add(self._opening, leaving, where=self.shapes.goes_on, out=self._opening.copy()) if prefix.is_name \
+            else self._opening + leaving
         row[prefix.extend] = _earned(self.shapes.length[prefix.extend], prefix.cap)
         row[prefix.finish] = _earned(self.shapes.lead[prefix.finish], prefix.cap) + self._opening[prefix.finish]
         return row

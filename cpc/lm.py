@@ -424,9 +424,10 @@ class LlamaLM(LanguageModel):
         if not pointer:
             raise RuntimeError(f"llama.cpp has no logits for batch entry {batch_index}")
         logits = np.ctypeslib.as_array(ctypes.cast(pointer, ctypes.POINTER(ctypes.c_float)), (self.n_vocab,))
-        peak = logits.max()
-        log_total = peak + np.log(np.exp(logits - peak, dtype=np.float64).sum())
-        return (logits - log_total).astype(np.float32)
+        shifted = logits - logits.max()
+        # float32 exponentials (as precise as llama.cpp's own logits), summed in float64
+        shifted -= np.float32(np.log(np.exp(shifted).sum(dtype=np.float64)))
+        return shifted
 
 
 def _check_context_fits(model: GGUFModel, n_ctx: int, n_seq: int) -> None:

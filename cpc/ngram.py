@@ -336,7 +336,7 @@ def _first_tokens(lines: Sequence[Line], count: int) -> list[int]:
 
 
 class NGramModel:
-    """Nested-scope cache model over token ids, as a batched fusion model.
+    """Nested-scope cache model over token ids, a fusion model (`cpc.fusion.Fusion` batches its rows).
 
     ``scopes`` go from the most local to the widest, each with its weight;
     a scope without any token is left out and the others share its weight.
@@ -357,14 +357,11 @@ class NGramModel:
     def next_state(self, state: Context, token: int) -> Context:
         return (state + (token,))[-(self.order - 1) :] if self.order > 1 else ()
 
-    def advance(self, states: Sequence[Context]) -> np.ndarray:
-        """Scores ``[len(states), V]``: ``log(1 + κ·P(t | state))`` under the nested cache."""
-        return np.stack([self.row(state) for state in states]) if states else np.zeros((0, self.size))
-
     def final(self, states: Sequence[Context]) -> np.ndarray:
         return np.zeros(len(states))
 
     def row(self, state: Context) -> np.ndarray:
+        """Every token's score after ``state``, ``log(1 + κ·P(t | state))`` (a cached row: do not write to it)."""
         row = self._rows.get(state)
         if row is None:
             row = self._rows[state] = self._row(state)
