@@ -9,9 +9,10 @@ prefix's probability is the sum of the weights (Vieira et al. 2024, "From
 Language Models over Tokens to Language Models over Characters").
 
 - A `Snapshot` is the model's next-token distribution after one token
-  prefix, laid out in the prefix index's byte order with prefix sums: the
-  mass of a trie node (every token starting with some bytes) is
-  ``cumsum[hi] - cumsum[lo]``. One numpy pass per model call, no DFS.
+  prefix, laid out in the prefix index's byte order: the tokens of a trie
+  node (every token starting with some bytes) are one contiguous range, so
+  its mass is one numpy sum over it, and all its children's masses one
+  ``np.add.reduceat`` over the same range. No per-token objects, no DFS.
 - `ByteBeam.advance` (the paper's ``enum_cover``) reads one byte: each
   candidate narrows its open token (*stay*), and candidates whose open bytes
   are a whole token may commit it and open the next one (*extend*).
@@ -56,8 +57,6 @@ CommitFilter = Callable[[State, bytes], bool]
 """``allows(tokens, covered)``: may the tokens read since the start (the last
 one just committed) cover exactly the bytes ``covered``?"""
 
-_DIRECT_SUM = 256  # ranges this small are summed directly: exact even for tiny masses
-
 
 class Snapshot:
     """The model's next-token distribution after ``tokens``, in index order.
@@ -70,12 +69,13 @@ class Snapshot:
     cheap: the exponentials are taken at the precision of the model's rows
     (llama.cpp's are float32: their own rounding is as large as that of a
     float32 exponential; a float64 row, as the exactness tests' toy models
-    give, stays float64) and summed in float64, and the prefix sums that
-    `mass` and `masses` use over wide ranges are built on first use
-    (generation never needs them).
+    give, stays float64) and summed in float64. Masses are summed over the
+    ranges asked, never through prefix sums: a prefix sum costs a pass over
+    the whole vocabulary per snapshot, while the beam mostly asks for narrow
+    ranges, and a difference of two prefix sums loses the tiny masses.
     """
 
-    __slots__ = ("tokens", "probs", "eos", "_cumsum")
+    __slots__ = ("tokens", "probs", "eos")
 
     def __init__(self, tokens: State, logprobs: np.ndarray, index: PrefixIndex, eos_ids: np.ndarray):
         row = np.asarray(logprobs)
@@ -94,24 +94,23 @@ class Snapshot:
         """``probs[k]``: probability of the token at sorted position ``k``."""
         self.eos = eos_mass / total
         """Probability that the text ends here."""
-        self._cumsum: np.ndarray | None = None
-
-    @property
-    def cumsum(self) -> np.ndarray:
-        """``cumsum[k]``: the probability of the tokens at sorted positions below ``k``."""
-        if self._cumsum is None:
-            self._cumsum = np.concatenate(([0.0], np.cumsum(self.probs)))
-        return self._cumsum
 
     def mass(self, lo: int, hi: int) -> float:
         """Probability that the next token lies in sorted positions ``[lo, hi)``."""
-        if hi - lo <= _DIRECT_SUM:
-            return float(self.probs[lo:hi].sum())
-        return float(self.cumsum[hi] - self.cumsum[lo])
+        return float(self.probs[lo:hi].sum())
 
     def masses(self, bounds: np.ndarray) -> np.ndarray:
-        """Masses of the consecutive ranges ``[bounds[k], bounds[k + 1])``."""
-        return self.cumsum[bounds[1:]] - self.cumsum[bounds[:-1]]
+        """Masses of the consecutive ranges ``[bounds[k], bounds[k + 1])``, in one pass over them.
+
+        >>> snapshot = Snapshot.__new__(Snapshot); snapshot.probs = np.array([0.5, 0.25, 0.125, 0.125])
+        >>> snapshot.masses(np.array([0, 1, 1, 4])).tolist()
+        [0.5, 0.0, 0.5]
+        """
+        result = np.zeros(len(bounds) - 1)
+        filled = bounds[1:] > bounds[:-1]  # reduceat would give an empty range its first element
+        if filled.any():
+            result[filled] = np.add.reduceat(self.probs[bounds[0] : bounds[-1]], bounds[:-1][filled] - bounds[0])
+        return result
 
 
 class SnapshotCache:
@@ -121,7 +120,7 @@ class SnapshotCache:
         self.lm = lm
         self.index = index
         self._eos_ids = np.asarray(sorted(lm.vocab.eos_ids), dtype=np.int64)
-        per_snapshot = (2 * len(index) + 1) * 8
+        per_snapshot = (len(index) + 1) * 8
         self.capacity = max(8, budget_bytes // per_snapshot)
         self._cache: OrderedDict[State, Snapshot] = OrderedDict()
 
