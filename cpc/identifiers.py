@@ -129,6 +129,7 @@ class TokenShapes:
         self.ends_first = self.breaks & (self.lead == 0)
         """Tokens whose first byte ends the word (``(``, ``" ."``, ``"\\n"``)."""
         self.goes_on = ~self.ends_first
+        """The others: tokens whose first byte does not end the word (a mask for in-place writes)."""
 
     def __len__(self) -> int:
         return len(self.pieces)
@@ -293,9 +294,11 @@ class IdentifierModel:
             return self._fresh.copy()
         leaving = np.float32(-earned - self.penalty)
         prefix = self._prefix(word)
-        # a finished name keeps its bonus where the next token's first byte ends the word
-        row = np.add(self._opening, leaving, where=self.shapes.goes_on, out=self._opening.copy()) if prefix.is_name \
-            else self._opening + leaving
+        if prefix.is_name:  # a finished name keeps its bonus where the next token's first byte ends the word
+            row = self._opening.copy()
+            np.add(row, leaving, where=self.shapes.goes_on, out=row)
+        else:
+            row = self._opening + leaving
         row[prefix.extend] = _earned(self.shapes.length[prefix.extend], prefix.cap)
         row[prefix.finish] = _earned(self.shapes.lead[prefix.finish], prefix.cap) + self._opening[prefix.finish]
         return row
