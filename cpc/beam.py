@@ -63,14 +63,14 @@ class Snapshot:
 
     Only text tokens and end-of-text are kept: control tokens that never
     produce bytes are dropped and the rest renormalised, so the byte model
-    is a proper distribution. Probabilities in float64, no per-token objects.
+    is a proper distribution. No per-token objects.
 
     A snapshot is made for every state the model evaluates, so it is kept
-    cheap: the exponentials are taken at the precision of the model's rows
-    (llama.cpp's are float32: their own rounding is as large as that of a
-    float32 exponential; a float64 row, as the exactness tests' toy models
-    give, stays float64) and summed in float64. Masses are summed over the
-    ranges asked, never through prefix sums: a prefix sum costs a pass over
+    cheap: the probabilities are taken and kept at the precision of the
+    model's rows (llama.cpp's are float32: their own rounding is as large as
+    that of a float32 exponential; a float64 row, as the exactness tests' toy
+    models give, stays float64) and always summed in float64. Masses are
+    summed over the ranges asked, never through prefix sums: a prefix sum costs a pass over
     the whole vocabulary per snapshot, while the beam mostly asks for narrow
     ranges, and a difference of two prefix sums loses the tiny masses.
     """
@@ -85,9 +85,9 @@ class Snapshot:
         eos = row[eos_ids].astype(np.float64)
         top = max(float(text.max()), float(eos.max())) if len(eos) else float(text.max())
         text -= row.dtype.type(top)  # ``text`` is a fresh gather: shifted and exponentiated in place
-        probs = np.exp(text, out=text).astype(np.float64, copy=False)
+        probs = np.exp(text, out=text)
         eos_mass = float(np.exp(eos - top).sum())
-        total = probs.sum() + eos_mass
+        total = float(probs.sum(dtype=np.float64)) + eos_mass
         probs /= total
         self.tokens = tokens
         self.probs = probs
@@ -97,7 +97,7 @@ class Snapshot:
 
     def mass(self, lo: int, hi: int) -> float:
         """Probability that the next token lies in sorted positions ``[lo, hi)``."""
-        return float(self.probs[lo:hi].sum())
+        return float(self.probs[lo:hi].sum(dtype=np.float64))
 
     def masses(self, bounds: np.ndarray) -> np.ndarray:
         """Masses of the consecutive ranges ``[bounds[k], bounds[k + 1])``, in one pass over them.
@@ -109,7 +109,9 @@ class Snapshot:
         result = np.zeros(len(bounds) - 1)
         filled = bounds[1:] > bounds[:-1]  # reduceat would give an empty range its first element
         if filled.any():
-            result[filled] = np.add.reduceat(self.probs[bounds[0] : bounds[-1]], bounds[:-1][filled] - bounds[0])
+            result[filled] = np.add.reduceat(
+                self.probs[bounds[0] : bounds[-1]], bounds[:-1][filled] - bounds[0], dtype=np.float64
+            )
         return result
 
 
@@ -120,7 +122,7 @@ class SnapshotCache:
         self.lm = lm
         self.index = index
         self._eos_ids = np.asarray(sorted(lm.vocab.eos_ids), dtype=np.int64)
-        per_snapshot = (len(index) + 1) * 8
+        per_snapshot = (len(index) + 1) * 4  # float32, as llama.cpp's rows
         self.capacity = max(8, budget_bytes // per_snapshot)
         self._cache: OrderedDict[State, Snapshot] = OrderedDict()
 

@@ -469,7 +469,7 @@ class _Pairs:
         start, fused, index = self.starts[number], self.fused, self.engine.index
         lo, hi = start.allowed or (0, len(index))
         probs = snapshot.probs[lo:hi]
-        total = float(probs.sum()) + (snapshot.eos if start.allowed is None else 0.0)
+        total = float(probs.sum(dtype=np.float64)) + (snapshot.eos if start.allowed is None else 0.0)
         if total <= 0:
             return
         bonus = np.zeros(0)
@@ -480,7 +480,7 @@ class _Pairs:
             bonus = self.rows[number][index.order[lo:hi]]
             bonus += np.float32(self.start_scores[number])
             with np.errstate(divide="ignore"):
-                score = np.log(probs.astype(np.float32))
+                score = np.log(probs, dtype=np.float32)
             score += bonus
             top = _best(score, self.per_start)
         choices: list[tuple[float, float, int | None]] = [

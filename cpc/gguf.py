@@ -15,6 +15,7 @@ import atexit
 import ctypes
 import logging
 import os
+import re
 import sys
 import threading
 from collections.abc import Iterator
@@ -37,6 +38,9 @@ _NOT_TEXT = (
 _GGML_LOG_LEVEL_ERROR = 4
 _KV_BYTES_PER_VALUE = 2  # llama.cpp's default KV cache type is f16
 _errors_seen = threading.local()
+_STOPPED = re.compile(rb"(failed with error 1|compute status: 1|failed to decode, ret = 2)\s*$")
+"""What llama.cpp logs as errors for a decode that `cpc.lm.LanguageModel.stop_now` broke into
+(GGML_STATUS_ABORTED is 1, llama_decode's aborted is 2): no failure."""
 
 
 @cache
@@ -54,7 +58,7 @@ def _log_to_stderr_at_exit() -> None:
 
 @llama_cpp.llama_log_callback
 def _LOG_CALLBACK(level: int, text: bytes, user_data: ctypes.c_void_p) -> None:
-    if level == _GGML_LOG_LEVEL_ERROR:
+    if level == _GGML_LOG_LEVEL_ERROR and not _STOPPED.search(text):
         line = text.decode("utf-8", "replace").rstrip()
         log.error(line)
         collected = getattr(_errors_seen, "lines", None)

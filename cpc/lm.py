@@ -56,13 +56,19 @@ DEFAULT_CONTEXT_SIZE = 1536
 
 PREFILL_CHUNK = 32
 """Tokens per ``llama_decode`` when a long prompt is read: the interrupt is polled between chunks
-and each chunk read is kept, so a request made obsolete (a read-ahead when a key comes) stops
-within one chunk (about 65 ms on 2 cores) and the next one goes on from there. On 2 cores the
-default model reads 32-token chunks as fast as 64-token ones (about 500 tokens/s); 16 are 12 %
-slower."""
+and each chunk read is kept, so a request made obsolete (a read-ahead when a key comes) that
+nobody stops at once (`LanguageModel.stop_now`) stops within one chunk (about 65 ms on 2 cores)
+and the next one goes on from there. On 2 cores the default model reads 32-token chunks as fast
+as 64-token ones (about 500 tokens/s); 16 are 12 % slower."""
 
 INITIAL_PREFILL_RATE = 300.0
 """Tokens per second assumed for reading a prompt until one has been timed."""
+
+_DECODE_ABORTED = 2
+_ABORT_WHEN_SET = llama_cpp.ggml_abort_callback(ctypes.cast(ctypes.CDLL(None).strlen, ctypes.c_void_p).value)
+"""llama.cpp's abort callback, asked ``callback(data)`` after every graph node on its compute thread:
+C's ``strlen`` over a zeroed two-byte flag, true once the first byte is set. A Python callback
+would take the GIL hundreds of times per decode, waiting on the server's event loop."""
 
 
 @dataclass
@@ -114,6 +120,14 @@ class LanguageModel(ABC):
     def check_interrupt(self) -> None:
         if self.interrupt is not None and self.interrupt():
             raise Cancelled
+
+    def stop_now(self) -> None:
+        """Make the evaluation in flight poll ``interrupt`` now, not when it next would (any thread may ask).
+
+        For whoever makes the work stale (a key, a cancel) while a long
+        batch runs. A backend that cannot break into an evaluation polls at
+        its usual points only.
+        """
 
     @abstractmethod
     def next_logprobs(self, states: Sequence[Sequence[int]]) -> np.ndarray:
@@ -207,6 +221,8 @@ class LlamaLM(LanguageModel):
             )
         self._memory = llama_cpp.llama_get_memory(self._ctx)
         self._batch = llama_cpp.llama_batch_init(n_batch, 0, 1)
+        self._abort_flag = ctypes.create_string_buffer(2)
+        llama_cpp.llama_set_abort_callback(self._ctx, _ABORT_WHEN_SET, ctypes.cast(self._abort_flag, ctypes.c_void_p))
         self._slots: list[np.ndarray] = [np.empty(0, dtype=np.int64) for _ in range(n_seq)]
         self._last_used = [0] * n_seq
         self._clock = 0
@@ -228,6 +244,13 @@ class LlamaLM(LanguageModel):
         """Whether this llama-cpp-python build can offload layers to a GPU."""
         return bool(llama_cpp.llama_supports_gpu_offload())
 
+    def check_interrupt(self) -> None:
+        self._abort_flag[0] = 0  # a stop asked from now on breaks into the next decode
+        super().check_interrupt()
+
+    def stop_now(self) -> None:
+        self._abort_flag[0] = 1  # llama.cpp stops after the graph node it computes and drops the batch
+
     def reset(self) -> None:
         """Forget the KV cache (the next call evaluates every token again)."""
         llama_cpp.llama_memory_clear(self._memory, True)
@@ -244,6 +267,8 @@ class LlamaLM(LanguageModel):
         step = self.states_per_decode
         for start in range(0, len(order), step):
             self._evaluate(order[start : start + step], rows[start : start + step])
+        if len(order) == len(states):  # no state asked twice: the rows are in the order asked
+            return rows
         return rows[[unique[tuple(state)] for state in states]]
 
     def cached_length(self, state: Sequence[int]) -> int:
@@ -411,6 +436,9 @@ class LlamaLM(LanguageModel):
     def _decode(self) -> None:
         self.stats.decodes += 1
         status = llama_cpp.llama_decode(self._ctx, self._batch)
+        while status == _DECODE_ABORTED:  # `stop_now`: llama.cpp dropped the batch's positions from the cache
+            self.check_interrupt()  # stale work stops here; a stop asked of the work before is no reason
+            status = llama_cpp.llama_decode(self._ctx, self._batch)
         if status != 0:
             # The cache state is unknown after a failed batch: start clean next time.
             self.reset()

@@ -312,6 +312,13 @@ class CompletionSession:
             raise RuntimeError("the model is not loaded yet")
         return warm(self.engine, self._recent(prefix), suffix[:MAX_SUFFIX_CHARS], options, cancelled)
 
+    def stop_now(self) -> None:
+        """Make the work in flight (`complete`, `warm`) ask its ``cancelled`` now rather than at its next
+        model call (`cpc.lm.LanguageModel.stop_now`): for whoever just made that work stale, on any thread."""
+        engine = self.engine
+        if engine is not None:
+            engine.lm.stop_now()
+
     def _recent(self, prefix: str) -> str:
         return recent(prefix, self.engine.conditioner.max_prompt_tokens * PREFIX_CHARS_PER_TOKEN)
 

@@ -29,7 +29,10 @@ Reading ahead (``warmCache``): when the editor has been quiet for
 `WARM_IDLE_S` and the worker is idle, the worker reads the prompt window at
 the last edit (at the end of a newly opened file) into the KV cache, and,
 after an answer whose window was cut to keep within ``promptBudgetMs``,
-the whole window; any edit or request stops it within one chunk of tokens.
+the whole window. Work that an edit, a request or a cancel makes stale (a
+read-ahead, a request not typed on) is broken into at once, inside the
+model's evaluation (`cpc.session.CompletionSession.stop_now`), so the newest
+request gets the worker within a millisecond.
 
 Workspace fusion: the session's workspace model follows the open documents
 (each ``didOpen``/``didChange`` queues the document's newest text on the
@@ -47,9 +50,10 @@ import re
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, TypeVar
 
 from lsprotocol import types
 from pygls.exceptions import JsonRpcInvalidParams
@@ -65,6 +69,8 @@ from lsp_server import logs
 from lsp_server.documents import character_index, use_lsp_documents
 from lsp_server.protocol import CheckedLanguageServer
 from lsp_server.settings import Settings
+
+T = TypeVar("T")
 
 SERVER_NAME = "cpc-lsp"
 SERVER_VERSION = "0.1.0"
@@ -180,6 +186,8 @@ class CPCServer(CheckedLanguageServer):
         """Edits per document (``didOpen`` and ``didChange``)."""
         self.in_flight = 0
         """Requests waiting for the worker or running on it."""
+        self._running: Callable[[], bool] | None = None
+        """Whether the model work on the worker now is stale (its ``cancelled``), while there is some."""
         self.indexing = Indexing()
         self.folders_given = False
         """Whether the client sent ``workspaceFolders`` (then ``rootUri`` is not read, even with no folder left)."""
@@ -321,6 +329,7 @@ class CPCServer(CheckedLanguageServer):
             self._pending_texts.pop(uri, None)
         self._newest.pop(uri, None)
         self._edits.pop(uri, None)
+        self.stop_stale_work()
         self.session.cache.forget(uri)
         self._submit_update(self.session.close_document, uri)
 
@@ -471,6 +480,22 @@ class CPCServer(CheckedLanguageServer):
     def note_activity(self) -> None:
         """An edit or a request came: read-ahead under way gives the worker back."""
         self._activity += 1
+        self.stop_stale_work()
+
+    def stop_stale_work(self) -> None:
+        """Stop the model work on the worker now if what just happened made it stale; otherwise it would
+        find out at its next poll, up to a chunk of prompt (~60 ms) later."""
+        running = self._running
+        if running is not None and running():
+            self.session.stop_now()
+
+    def _run(self, cancelled: Callable[[], bool], work: Callable[[], T]) -> T:
+        """``work()`` on the worker thread, as the work `stop_stale_work` looks at."""
+        self._running = cancelled
+        try:
+            return work()
+        finally:
+            self._running = None
 
     def note_edit(self, uri: str) -> None:
         """``uri`` was opened or changed."""
@@ -498,7 +523,7 @@ class CPCServer(CheckedLanguageServer):
             if cancelled():
                 return
             try:
-                self.session.warm(source[:cut], source[cut:], options, cancelled)
+                self._run(cancelled, lambda: self.session.warm(source[:cut], source[cut:], options, cancelled))
             except Cancelled:
                 self.counts["warm_stopped"] += 1
             except Exception:  # reading ahead is a favour: it must not take the worker down
@@ -551,10 +576,10 @@ class CPCServer(CheckedLanguageServer):
     async def suggest(self, cursor: Cursor) -> list[str]:
         """Completions for ``cursor``: from the cache, or from the model unless a newer request came."""
         self.counts["requests"] += 1
-        self.note_activity()
         ticket = next(self._tickets)
         self._latest[cursor.uri] = ticket
         self._newest[cursor.uri] = cursor
+        self.note_activity()
         edits = self._edits.get(cursor.uri, 0)
         if not await self.wait_for_model(cursor.uri, ticket):
             self.counts["superseded" if self._latest.get(cursor.uri) != ticket else "not_ready"] += 1
@@ -591,8 +616,8 @@ class CPCServer(CheckedLanguageServer):
                 self.counts["superseded"] += 1
                 raise Cancelled("superseded while queued")
             try:
-                answer = self.session.complete(cursor.uri, cursor.prefix, cursor.suffix, options, stopped, fusion,
-                                               wanted)
+                answer = self._run(stopped, lambda: self.session.complete(
+                    cursor.uri, cursor.prefix, cursor.suffix, options, stopped, fusion, wanted))
             except Cancelled:
                 self.counts["stopped"] += 1
                 raise
@@ -605,7 +630,8 @@ class CPCServer(CheckedLanguageServer):
         try:
             answer = await asyncio.wrap_future(self.worker.submit(work))
         except asyncio.CancelledError:
-            stop.set()  # $/cancelRequest: pygls cancelled this task; the worker stops at its next model evaluation
+            stop.set()  # $/cancelRequest: pygls cancelled this task
+            self.stop_stale_work()
             raise
         except Cancelled:
             return []

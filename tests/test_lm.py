@@ -119,3 +119,49 @@ def test_an_interrupted_prompt_keeps_what_was_read(smollm2):
     row = lm.next_logprobs([tokens])[0]
     assert lm.stats.tokens - before == len(tokens) - kept
     np.testing.assert_allclose(row, _alone(smollm2, tokens), atol=1e-4)
+
+
+def test_stop_now_breaks_into_a_decode_and_the_model_stays_exact(smollm2):
+    """`LlamaLM.stop_now` stops llama.cpp inside a batch: the batch is dropped, what came before keeps.
+
+    The interrupt asks for the stop itself just after its first poll, so the break-in lands in the
+    second chunk's decode every time: a stop that only took effect between chunks would keep that chunk.
+    """
+    tokens = smollm2.lm.bos + tuple(smollm2.tokenizer.encode(SOURCE * 4))
+    lm = LlamaLM(smollm2.model, smollm2.vocab, n_seq=2, n_ctx=512)
+    polls = []
+
+    def interrupt() -> bool:  # the call's poll, the poll before the second chunk (a stop arrives), then stale
+        polls.append(1)
+        if len(polls) == 2:
+            lm.stop_now()
+        return len(polls) > 2
+
+    lm.interrupt = interrupt
+    with pytest.raises(Cancelled):
+        lm.next_logprobs([tokens])
+    lm.interrupt = None
+    assert len(polls) == 3 and lm.cached_length(tokens) == PREFILL_CHUNK  # the broken chunk is not kept
+    np.testing.assert_allclose(lm.next_logprobs([tokens])[0], _alone(smollm2, tokens), atol=1e-4)
+
+
+def test_a_stop_asked_of_work_that_is_not_stale_changes_nothing(smollm2):
+    """A stop that finds the interrupt false (the work was typed on) lets the broken batch run again."""
+    tokens = smollm2.lm.bos + tuple(smollm2.tokenizer.encode(SOURCE * 2))
+    lm = LlamaLM(smollm2.model, smollm2.vocab, n_seq=1, n_ctx=512)
+    polls = []
+
+    def interrupt() -> bool:  # the call's poll and the two after it leave a stop: the first chunk breaks thrice
+        polls.append(1)
+        if len(polls) <= 3:
+            lm.stop_now()
+        return False
+
+    lm.interrupt = interrupt
+    decodes = lm.stats.decodes
+    row = lm.next_logprobs([tokens])[0]
+    lm.interrupt = None
+    chunks = -(-len(tokens) // PREFILL_CHUNK)
+    # decodes that ran through, one per chunk; a poll per call, per break and between chunks
+    assert lm.stats.decodes - decodes == chunks and len(polls) == 1 + 3 + (chunks - 1)
+    np.testing.assert_allclose(row, _alone(smollm2, tokens), atol=1e-4)
