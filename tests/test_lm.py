@@ -19,7 +19,7 @@ def smollm2(request):
 
 def _alone(engine, state) -> np.ndarray:
     """The state evaluated in a fresh context, all its tokens in one batch."""
-    fresh = LlamaLM(engine.model, engine.vocab, n_seq=1, n_ctx=256)
+    fresh = LlamaLM(engine.model, engine.vocab, n_seq=1, n_ctx=512)
     return fresh.next_logprobs([state])[0]
 
 
@@ -105,7 +105,7 @@ def test_prefill_reads_ahead_so_the_request_evaluates_only_what_follows(smollm2)
 
 def test_an_interrupted_prompt_keeps_what_was_read(smollm2):
     """A request made obsolete stops between chunks; the next one goes on from where it stopped."""
-    tokens = smollm2.lm.bos + tuple(smollm2.tokenizer.encode(SOURCE * 4))
+    tokens = smollm2.lm.bos + tuple(smollm2.tokenizer.encode(SOURCE * 10))
     assert len(tokens) > 2 * PREFILL_CHUNK
     lm = LlamaLM(smollm2.model, smollm2.vocab, n_seq=2, n_ctx=512)
     polls = []
@@ -127,7 +127,7 @@ def test_stop_now_breaks_into_a_decode_and_the_model_stays_exact(smollm2):
     The interrupt asks for the stop itself just after its first poll, so the break-in lands in the
     second chunk's decode every time: a stop that only took effect between chunks would keep that chunk.
     """
-    tokens = smollm2.lm.bos + tuple(smollm2.tokenizer.encode(SOURCE * 4))
+    tokens = smollm2.lm.bos + tuple(smollm2.tokenizer.encode(SOURCE * 10))
     lm = LlamaLM(smollm2.model, smollm2.vocab, n_seq=2, n_ctx=512)
     polls = []
 
