@@ -200,6 +200,8 @@ class _ContextEntry:
     def __init__(self, context: bytes, tokens: tuple[int, ...] | None, spelled: bool = True):
         self.context = context
         self.tokens = tokens
+        self.inside_character = tokens is None
+        """The context ends inside a character: its tokens are learnt from the candidates that complete it."""
         self.spelled = spelled
         """False when the tokenizer's tokens of the context do not spell it: then no token is valid."""
         self._by_rest: dict[bytes, np.ndarray] = {}  # rest -> sorted valid positions, all of them
@@ -227,17 +229,20 @@ class _ContextEntry:
             if best is None:
                 scores = rank(self.tokens, index.order[lo:hi])
                 top = np.sort(lo + np.argpartition(-scores, limit)[:limit])
-                best = self._best[rest] = top[tokenizer.continues(self.context, index.order[top])]
+                best = self._best[rest] = top[self._validate(index.order[top], tokenizer)]
             return index.order[best]
         if positions is None:
-            candidates = index.order[lo:hi]
-            if self.tokens is None:
-                mask = self._completes(candidates, tokenizer)
-            else:
-                mask = tokenizer.continues(self.context, candidates)
-            positions = np.arange(lo, hi)[mask]
+            positions = np.arange(lo, hi)[self._validate(index.order[lo:hi], tokenizer)]
         self._by_rest[rest] = positions
         return index.order[positions]
+
+    def _validate(self, candidates: np.ndarray, tokenizer: Tokenizer) -> np.ndarray:
+        """Which candidates re-encode as themselves after the context."""
+        if self.inside_character:
+            # The context alone has no encoding (a lone lead byte is not text), even once its
+            # tokens are learnt: only encodings of context + candidate can be compared.
+            return self._completes(candidates, tokenizer)
+        return tokenizer.continues(self.context, candidates)
 
     def _completes(self, candidates: np.ndarray, tokenizer: Tokenizer) -> np.ndarray:
         """Validation inside a character: ``encode(context + t)`` must end with ``t``

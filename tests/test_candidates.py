@@ -236,8 +236,19 @@ def test_model_tokenizer_paths_reencode_with_the_models_own_tokenizer(model_find
 @example(text="  こんにちはЖ")
 @example(text="\U00040000def")  # SmolLM2's tokenizer silently drops the byte 0xF1 of the stable part
 @example(text="  def")  # Gemma's "  " crosses the pre-tokenizer's split: the tail starts at 0 for it
+@example(text="\x80")  # SmolLM2 spells it with two byte tokens: a split inside the character
 def test_model_tokenizers_lose_no_candidate_against_brute_force(model_finder, text):
     analysis, start = _analyze_as_the_engine(model_finder, text)
     got = {p.before: set(p.token_ids.tolist()) for p in analysis.positions}
     assert got == _model_brute_force(model_finder, text)
     _assert_paths_reencode_and_cover(model_finder, text, analysis, start, per_split=10)
+
+
+def test_a_context_inside_a_character_stays_valid_for_every_rest(model_finder):
+    """The second rest after a context that ends inside a character (SmolLM2's byte tokens split
+    U+0080 and U+008F after the same lead byte) is validated as the first was: the context alone
+    has no encoding to compare with. A fuzz run found ``"\\x80"`` lost after ``"\\x8f"``."""
+    finder = CandidateFinder(model_finder.tokenizer, model_finder.index)  # fresh caches, in this order
+    for text in ("\x8f", "\x80", "\x81"):
+        analysis, _ = _analyze_as_the_engine(finder, text)
+        assert {p.before: set(p.token_ids.tolist()) for p in analysis.positions} == _model_brute_force(finder, text)
