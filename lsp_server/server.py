@@ -484,7 +484,7 @@ class CPCServer(CheckedLanguageServer):
 
     def stop_stale_work(self) -> None:
         """Stop the model work on the worker now if what just happened made it stale; otherwise it would
-        find out at its next poll, up to a chunk of prompt (~60 ms) later."""
+        find out at its next poll, up to a chunk of prompt (~240 ms on 2 cores) later."""
         running = self._running
         if running is not None and running():
             self.session.stop_now()
