@@ -17,6 +17,12 @@ Prompts are ``long`` (up to `CONTEXT_CHARS` before the cursor: the engine's
 whole prompt window) or ``short`` (whole lines, at most `SHORT_PROMPT_TOKENS`
 of the model's tokens: a small file, where a shared prefill cannot hide
 the extra model calls), on the same cursors.
+
+With fusion weights (``cpc bench --fusion``, the server's default), every
+mode fuses the case's own file into its token choices, as the server fuses
+an open document (`cpc.fusion`): the file up to the cursor's line, so that
+nothing at or after the cursor is known. The time to make the fusion object
+counts in the request's latency.
 """
 
 from __future__ import annotations
@@ -27,11 +33,13 @@ import re
 import statistics
 import sys
 import sysconfig
+import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from cpc.engine import Engine
+from cpc.fusion import Fusion, FusionWeights, WorkspaceModel
 from cpc.generate import Generation, Options, generate
 from cpc.tokenizer import Tokenizer
 
@@ -54,6 +62,8 @@ class Case:
     line_rest: str
     """The rest of the line after the cursor, without trailing blanks."""
     kind: str
+    document: str = field(default="", repr=False)
+    """The file up to the cursor's line: what fusion may read of the open document."""
 
 
 def expand(pattern: str) -> list[Path]:
@@ -93,7 +103,8 @@ def draw_cases(engine: Engine, files: list[Path], count: int, seed: int) -> list
         kind = _kind(engine, source[start:line_end], cursor - start)
         if wanted[kind]:
             wanted[kind] -= 1
-            cases.append(Case(file=str(path), prefix=prefix, word_rest=word_rest, line_rest=line_rest, kind=kind))
+            document = source[: source.rfind("\n", 0, cursor) + 1]
+            cases.append(Case(str(path), prefix, word_rest, line_rest, kind, document))
     raise ValueError(f"found only {len(cases)} of {count} cases: use more files")
 
 
@@ -152,25 +163,40 @@ class Outcome:
     text: str
 
 
-def complete_case(engine: Engine, case: Case, mode: str, max_tokens: int) -> Outcome:
-    """One cold request, scored against the file."""
-    generation = cold_generate(engine, case.prefix, Options(mode=mode, max_tokens=max_tokens))
+def complete_case(
+    engine: Engine, case: Case, mode: str, max_tokens: int, document: WorkspaceModel | None = None,
+    weights: FusionWeights = FusionWeights(),
+) -> Outcome:
+    """One cold request, scored against the file; with ``document`` (`document_model`), fused."""
+    started = time.perf_counter()
+    fusion = document.fusion(DOCUMENT, weights) if document is not None else None
+    fusion_ms = (time.perf_counter() - started) * 1000
+    generation = cold_generate(engine, case.prefix, Options(mode=mode, max_tokens=max_tokens), fusion)
     text = first_text(generation)
     return Outcome(
         kind=case.kind,
         word_exact=word_exact(text, case.word_rest),
         line_exact=line_exact(text, case.line_rest),
-        ms=generation.elapsed_ms,
+        ms=generation.elapsed_ms + fusion_ms,
         lm_calls=generation.lm_calls,
         text=text,
     )
 
 
-def cold_generate(engine: Engine, prefix: str, options: Options, fusion: object | None = None) -> Generation:
+DOCUMENT = "file:///case"
+"""The key of a case's file in its `document_model`."""
+
+
+def document_model(engine: Engine, case: Case) -> WorkspaceModel:
+    """A workspace model that holds the case's file up to the cursor's line as its one open document."""
+    model = WorkspaceModel(engine)
+    model.update_document(DOCUMENT, case.document)
+    return model
+
+
+def cold_generate(engine: Engine, prefix: str, options: Options, fusion: Fusion | None = None) -> Generation:
     """One request from cold caches (KV cache, snapshots, beams), prefix only (no suffix)."""
     engine.conditioner.clear()
-    if fusion is None:
-        return generate(engine, prefix, "", options)
     return generate(engine, prefix, "", options, fusion=fusion)
 
 
@@ -213,8 +239,9 @@ def run(
     max_tokens: int = 48,
     progress: Callable[[str, float], None] | None = None,
     prompt: str = "long",
+    fusion: FusionWeights | None = None,
 ) -> dict:
-    """The whole benchmark: the ``--json`` object of ``cpc bench``."""
+    """The whole benchmark: the ``--json`` object of ``cpc bench``; with ``fusion``, every mode fused."""
     if prompt not in PROMPTS:
         raise ValueError(f"unknown prompt length {prompt!r}: choose one of {', '.join(PROMPTS)}")
     report = progress or (lambda message, fraction: None)
@@ -223,8 +250,9 @@ def run(
         drawn = [replace(case, prefix=shorten(engine.tokenizer, case.prefix)) for case in drawn]
     outcomes: dict[str, list[Outcome]] = {mode: [] for mode in modes}
     for number, case in enumerate(drawn):
+        document = document_model(engine, case) if fusion is not None else None
         for mode in modes:
-            outcomes[mode].append(complete_case(engine, case, mode, max_tokens))
+            outcomes[mode].append(complete_case(engine, case, mode, max_tokens, document, fusion))
         report(f"case {number + 1}/{len(drawn)} ({case.kind})", (number + 1) / len(drawn))
     results = {
         mode: {kind: summarise([o for o in rows if o.kind == kind]) for kind in KINDS}
@@ -237,6 +265,7 @@ def run(
         "cases": len(drawn),
         "seed": seed,
         "prompt": prompt,
+        "fusion": asdict(fusion) if fusion is not None else None,
         "prompt_tokens_p50": statistics.median(len(engine.tokenizer.encode(c.prefix.encode("utf-8"))) for c in drawn),
         "results": results,
         "overall": overall,
@@ -300,7 +329,7 @@ def plot(result: dict, path: str) -> None:
     latency.set_ylabel("median ms per cold request")
     latency.set_title("latency")
     fig.suptitle(f"{result['model']}: {result['cases']} cursors in {Path(result['files']).name} (seed {result['seed']}), "
-                 f"{result.get('prompt', 'long')} prompts")
+                 f"{result.get('prompt', 'long')} prompts{', fused' if result.get('fusion') else ''}")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
 
@@ -335,7 +364,9 @@ def grouped_bars(
 def print_table(result: dict, stream=None) -> None:
     stream = stream or sys.stdout
     prompt = f", {result['prompt']} prompts (p50 {result['prompt_tokens_p50']:.0f} tokens)" if "prompt" in result else ""
-    print(f"{result['model']}: {result['cases']} cases from {result['files']} (seed {result['seed']}){prompt}", file=stream)
+    fused = ", every mode fused with its file" if result.get("fusion") else ""
+    print(f"{result['model']}: {result['cases']} cases from {result['files']} (seed {result['seed']}){prompt}{fused}",
+          file=stream)
     rows = [
         {"mode": mode, "kind": kind, **row}
         for mode, by_kind in result["results"].items()

@@ -80,8 +80,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                        "cpc,cpc+fusion,cpc+context,naive+fusion: a mode, then +fusion and/or +context)")
     bench.add_argument("--model", default="default", help="a GGUF model: a path, or 'default' / 'smollm2'")
     bench.add_argument("--max-tokens", type=int, default=48)
+    bench.add_argument("--fusion", action="store_true",
+                       help="every mode fuses the case's file up to the cursor's line into its token choices, as "
+                       "the server fuses an open document (its default)")
     bench.add_argument("--fusion-weights", metavar="ngram=X,identifiers=Y",
-                       help="with --workspace: fusion weights (default: cpc.fusion.FusionWeights())")
+                       help="with --fusion or --workspace: fusion weights (default: cpc.fusion.FusionWeights())")
     bench.add_argument("--json", metavar="OUT", help="write the results as JSON")
     bench.add_argument("--plot", metavar="OUT.png", help="write a bar chart")
     bench.set_defaults(run=_bench)
@@ -185,21 +188,22 @@ def _complete(args: argparse.Namespace) -> int:
 
 
 def _bench(args: argparse.Namespace) -> int:
-    from cpc import bench
+    from cpc import bench, bench_workspace
     from cpc.engine import Engine
 
     if args.workspace is not None:
         return _bench_workspace(args)
-    if args.fusion_weights is not None:
-        raise ValueError("--fusion-weights needs --workspace")
+    if args.fusion_weights is not None and not args.fusion:
+        raise ValueError("--fusion-weights needs --fusion or --workspace")
     modes = _modes(args.modes or "naive,heal,cpc")
     unknown = sorted(set(modes) - set(MODES))
     if unknown:
         raise ValueError(f"unknown mode(s) {', '.join(unknown)}: choose among {', '.join(MODES)}")
     engine = Engine.load(args.model, progress=stderr_progress)
     files = args.files or "<stdlib>/[a-m]*.py"
+    weights = bench_workspace.parse_weights(args.fusion_weights) if args.fusion else None
     result = bench.run(engine, files, args.cases, args.seed, modes, args.max_tokens, progress=stderr_progress,
-                       prompt=args.prompt)
+                       prompt=args.prompt, fusion=weights)
     bench.print_table(result)
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2))
@@ -212,8 +216,8 @@ def _bench_workspace(args: argparse.Namespace) -> int:
     from cpc import bench_workspace
     from cpc.engine import Engine
 
-    if args.files is not None:
-        raise ValueError("--files and --workspace exclude each other")
+    if args.files is not None or args.fusion:
+        raise ValueError("--workspace excludes --files and --fusion: it draws its own cases and fuses their directory")
     modes = _modes(args.modes or ",".join(bench_workspace.DEFAULT_MODES))
     for mode in modes:
         bench_workspace.parse_mode(mode)

@@ -156,3 +156,29 @@ def test_bench_short_prompts_report_the_latency_ratios(tmp_path):
         for kind in ("", "_boundary", "_inside"):
             assert payload["acceptance"][f"cpc_{quantile}_over_naive_{quantile}{kind}"] > 0
     assert "short prompts" in result.stdout
+
+
+def test_bench_fusion_at_zero_weight_changes_no_text(tmp_path):
+    texts = {}
+    for name, extra in (("plain", ()), ("fused", ("--fusion", "--fusion-weights", "ngram=0,identifiers=0"))):
+        out = tmp_path / f"{name}.json"
+        result = run_cpc("bench", "--model", "smollm2", "--files", "<stdlib>/json/**/*.py", "--cases", "4", "--seed", "3",
+                         "--modes", "naive,cpc", "--max-tokens", "4", "--prompt", "short", "--json", str(out), *extra)
+        assert result.returncode == 0, result.stderr
+        payload = json.loads(out.read_text())
+        texts[name] = [(case["naive"]["text"], case["cpc"]["text"]) for case in payload["per_case"]]
+    assert payload["fusion"] == {"ngram": 0.0, "identifiers": 0.0} and "fused with its file" in result.stdout
+    assert texts["fused"] == texts["plain"]
+
+
+def test_bench_fusion_reads_the_file_up_to_the_cursor_line_only():
+    from pathlib import Path
+
+    from cpc import bench
+    from cpc.engine import Engine
+
+    engine = Engine.load("smollm2", threads=1)
+    for case in bench.draw_cases(engine, bench.expand("<stdlib>/json/**/*.py"), 6, 3):
+        typed_line = case.prefix.rpartition("\n")[2]
+        assert case.document[-1:] in ("", "\n") and (case.document + typed_line).endswith(case.prefix)
+        assert Path(case.file).read_text(encoding="utf-8").startswith(case.document + typed_line + case.word_rest)
