@@ -49,7 +49,6 @@ from __future__ import annotations
 
 import ast
 import builtins
-import dataclasses
 import glob
 import importlib
 import importlib.util
@@ -69,6 +68,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from cpc import bench
+from cpc.fusion import FusionWeights, WorkspaceModel
 from cpc.generate import MODES, Options
 
 if TYPE_CHECKING:
@@ -708,30 +708,6 @@ def parse_mode(mode: str) -> tuple[str, bool, bool]:
     return base, "fusion" in extras, "context" in extras
 
 
-def parse_weights(text: str | None):
-    """``"ngram=0.3,identifiers=0.5"`` -> `cpc.fusion.FusionWeights` (unnamed weights keep their defaults)."""
-    try:
-        from cpc.fusion import FusionWeights
-    except ImportError as error:
-        raise ValueError(f"the fusion modes need cpc.fusion, which cannot be imported: {error}") from error
-
-    weights = FusionWeights()
-    if not text:
-        return weights
-    known = {f.name for f in dataclasses.fields(FusionWeights)}
-    values = {}
-    for item in text.split(","):
-        name, sep, value = item.partition("=")
-        name = name.strip()
-        if not sep or name not in known:
-            raise ValueError(f"--fusion-weights: {item!r} is not NAME=NUMBER with NAME among {', '.join(sorted(known))}")
-        try:
-            values[name] = float(value)
-        except ValueError as error:
-            raise ValueError(f"--fusion-weights: {value!r} is not a number") from error
-    return dataclasses.replace(weights, **values)
-
-
 class Workspaces:
     """The `cpc.fusion.WorkspaceModel` of one directory at a time, built once from all its files; the
     cursor's file is withheld from it and served as an open document (without the cursor's line)."""
@@ -744,10 +720,8 @@ class Workspaces:
         self.withheld: str | None = None
         self.stats: dict[str, dict] = {}
 
-    def fusion(self, directory: Directory, case: WorkspaceCase, weights) -> tuple[object, float]:
+    def fusion(self, directory: Directory, case: WorkspaceCase, weights: FusionWeights) -> tuple[object, float]:
         """The fusion object for ``case`` and how long making it took (ms)."""
-        from cpc.fusion import WorkspaceModel
-
         if directory is not self.directory:
             self.directory, self.model, self.withheld = directory, None, None
             started = time.perf_counter()
@@ -780,7 +754,7 @@ def _document_key(path: str) -> str:
 
 def complete_case(
     engine: Engine, directory: Directory, case: WorkspaceCase, mode: str, max_tokens: int,
-    workspaces: Workspaces | None, weights, chunks: dict[str, list[Chunk]],
+    workspaces: Workspaces | None, weights: FusionWeights | None, chunks: dict[str, list[Chunk]],
 ) -> WorkspaceOutcome:
     """One cold request of ``mode`` for ``case``, scored."""
     base, fused, context = parse_mode(mode)
@@ -816,7 +790,7 @@ def run(
     seed: int,
     modes: list[str],
     max_tokens: int = 48,
-    weights=None,
+    weights: FusionWeights | None = None,
     progress: Callable[[str, float], None] | None = None,
 ) -> dict:
     """The whole benchmark: the ``--json`` object of ``cpc bench --workspace``."""
@@ -825,7 +799,7 @@ def run(
         parse_mode(mode)
     fused = any(parse_mode(mode)[1] for mode in modes)
     if fused and weights is None:
-        weights = parse_weights(None)
+        weights = FusionWeights()
     dirs = {directory.label: directory for directory in source_dirs(workspace)}
     drawn = draw_cases(list(dirs.values()), cases, seed)
     # One directory at a time, one file after another: the workspace model is built once per directory.

@@ -188,8 +188,9 @@ def _complete(args: argparse.Namespace) -> int:
 
 
 def _bench(args: argparse.Namespace) -> int:
-    from cpc import bench, bench_workspace
+    from cpc import bench
     from cpc.engine import Engine
+    from cpc.fusion import FusionWeights
 
     if args.workspace is not None:
         return _bench_workspace(args)
@@ -199,9 +200,9 @@ def _bench(args: argparse.Namespace) -> int:
     unknown = sorted(set(modes) - set(MODES))
     if unknown:
         raise ValueError(f"unknown mode(s) {', '.join(unknown)}: choose among {', '.join(MODES)}")
+    weights = FusionWeights.parse(args.fusion_weights) if args.fusion else None
     engine = Engine.load(args.model, progress=stderr_progress)
     files = args.files or "<stdlib>/[a-m]*.py"
-    weights = bench_workspace.parse_weights(args.fusion_weights) if args.fusion else None
     result = bench.run(engine, files, args.cases, args.seed, modes, args.max_tokens, progress=stderr_progress,
                        prompt=args.prompt, fusion=weights)
     bench.print_table(result)
@@ -215,6 +216,7 @@ def _bench(args: argparse.Namespace) -> int:
 def _bench_workspace(args: argparse.Namespace) -> int:
     from cpc import bench_workspace
     from cpc.engine import Engine
+    from cpc.fusion import FusionWeights
 
     if args.files is not None or args.fusion:
         raise ValueError("--workspace excludes --files and --fusion: it draws its own cases and fuses their directory")
@@ -222,7 +224,7 @@ def _bench_workspace(args: argparse.Namespace) -> int:
     for mode in modes:
         bench_workspace.parse_mode(mode)
     fused = any(bench_workspace.parse_mode(mode)[1] for mode in modes)
-    weights = bench_workspace.parse_weights(args.fusion_weights) if fused or args.fusion_weights else None
+    weights = FusionWeights.parse(args.fusion_weights) if fused or args.fusion_weights else None
     engine = Engine.load(args.model, progress=stderr_progress)
     result = bench_workspace.run(
         engine, args.workspace, args.cases, args.seed, modes, args.max_tokens, weights, progress=stderr_progress

@@ -35,7 +35,7 @@ from __future__ import annotations
 import threading
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -66,6 +66,28 @@ class FusionWeights:
     @classmethod
     def off(cls) -> FusionWeights:
         return cls(0.0, 0.0)
+
+    @classmethod
+    def parse(cls, text: str | None) -> FusionWeights:
+        """Weights from ``--fusion-weights`` text; the weights it does not name keep their defaults.
+
+        >>> FusionWeights.parse("ngram=0.25")
+        FusionWeights(ngram=0.25, identifiers=2.0)
+        """
+        if not text:
+            return cls()
+        values = {}
+        known = {f.name for f in fields(cls)}
+        for item in text.split(","):
+            name, sep, value = item.partition("=")
+            name = name.strip()
+            if not sep or name not in known:
+                raise ValueError(f"--fusion-weights: {item!r} is not NAME=NUMBER with NAME among {', '.join(sorted(known))}")
+            try:
+                values[name] = float(value)
+            except ValueError as error:
+                raise ValueError(f"--fusion-weights: {value!r} is not a number") from error
+        return cls(**values)
 
 
 FusionState = tuple[tuple[int, ...], tuple[bytes | None, float]]

@@ -1,6 +1,5 @@
 """`cpc bench --workspace`: case drawing, the identifier metrics, the context baseline, and a tiny real run."""
 
-import importlib.util
 import json
 import re
 import shutil
@@ -11,8 +10,6 @@ from pathlib import Path
 import pytest
 
 from cpc import bench_workspace as bw
-
-HAS_FUSION = importlib.util.find_spec("cpc.fusion") is not None
 
 DEFINES = '''"""Checksums."""
 
@@ -223,17 +220,16 @@ def test_modes():
             bw.parse_mode(bad)
 
 
-@pytest.mark.skipif(not HAS_FUSION, reason="cpc.fusion is not on this branch yet")
 def test_fusion_weights_option():
     from cpc.fusion import FusionWeights
 
-    assert bw.parse_weights(None) == FusionWeights()
-    weights = bw.parse_weights("ngram=0.25, identifiers=1.5")
+    assert FusionWeights.parse(None) == FusionWeights()
+    weights = FusionWeights.parse("ngram=0.25, identifiers=1.5")
     assert (weights.ngram, weights.identifiers) == (0.25, 1.5)
-    assert bw.parse_weights("ngram=0").identifiers == FusionWeights().identifiers
+    assert FusionWeights.parse("ngram=0").identifiers == FusionWeights().identifiers
     for bad in ("ngram", "speed=1", "ngram=fast"):
         with pytest.raises(ValueError):
-            bw.parse_weights(bad)
+            FusionWeights.parse(bad)
 
 
 # ---------------------------------------------------------------- the context baseline
@@ -291,6 +287,8 @@ def test_cli_refuses_bad_options_before_loading_a_model():
     assert result.returncode == 1 and "exclude" in result.stderr
     result = run_cpc("bench", "--fusion-weights", "ngram=1")
     assert result.returncode == 1 and "--workspace" in result.stderr
+    result = run_cpc("bench", "--fusion", "--fusion-weights", "ngram=fast")
+    assert result.returncode == 1 and "not a number" in result.stderr
 
 
 @pytest.fixture(scope="module")
@@ -301,7 +299,7 @@ def smollm2_engine():
 
 
 def test_a_tiny_real_run(smollm2_engine, tmp_path, capsys):
-    modes = ["cpc", "cpc+context"] + (["cpc+fusion", "naive+fusion"] if HAS_FUSION else [])
+    modes = ["cpc", "cpc+context", "cpc+fusion", "naive+fusion"]
     result = bw.run(smollm2_engine, "<stdlib>/json", 2, 1, modes, max_tokens=6)
     json.loads(json.dumps(result))
     assert result["model"].endswith(".gguf") and result["cases"] == 2 and result["directories"] == ["json"]
@@ -317,9 +315,8 @@ def test_a_tiny_real_run(smollm2_engine, tmp_path, capsys):
     for case in result["per_case"]:
         assert {"directory", "file", "category", "identifier", "expected", "line_rest", *modes} <= case.keys()
         assert case["cpc+context"]["prepare_ms"] > 0 and case["cpc"]["prepare_ms"] == 0
-    if HAS_FUSION:
-        assert {"fusion_minus_cpc", "fusion_vs_context", "targets_met"} <= result["acceptance"].keys()
-        assert result["workspaces"]["json"]["files"] == 5
+    assert {"fusion_minus_cpc", "fusion_vs_context", "targets_met"} <= result["acceptance"].keys()
+    assert result["workspaces"]["json"]["files"] == 5
     bw.print_table(result)
     assert "next id" in capsys.readouterr().out
     bw.plot(result, str(tmp_path / "plot.png"))
