@@ -70,9 +70,10 @@ class Snapshot:
     model's rows (llama.cpp's are float32: their own rounding is as large as
     that of a float32 exponential; a float64 row, as the exactness tests' toy
     models give, stays float64) and always summed in float64. Masses are
-    summed over the ranges asked, never through prefix sums: a prefix sum costs a pass over
-    the whole vocabulary per snapshot, while the beam mostly asks for narrow
-    ranges, and a difference of two prefix sums loses the tiny masses.
+    summed over the ranges asked, never through prefix sums: a prefix sum
+    costs a pass over the whole vocabulary per snapshot, while the beam
+    mostly asks for narrow ranges, and a difference of two prefix sums loses
+    the tiny masses.
     """
 
     __slots__ = ("tokens", "probs", "eos")
