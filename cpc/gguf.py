@@ -20,6 +20,7 @@ import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
@@ -35,9 +36,10 @@ _NOT_TEXT = (
     | llama_cpp.LLAMA_TOKEN_ATTR_UNKNOWN
     | llama_cpp.LLAMA_TOKEN_ATTR_UNUSED
 )
+_GGML_LOG_LEVEL_INFO = 2
 _GGML_LOG_LEVEL_ERROR = 4
 _KV_BYTES_PER_VALUE = 2  # llama.cpp's default KV cache type is f16
-_errors_seen = threading.local()
+_seen = threading.local()
 _STOPPED = re.compile(rb"(failed with error 1|compute status: 1|failed to decode, ret = 2)\s*$")
 """What llama.cpp logs as errors for a decode that `cpc.lm.LanguageModel.stop_now` broke into
 (GGML_STATUS_ABORTED is 1, llama_decode's aborted is 2): no failure."""
@@ -58,41 +60,92 @@ def _log_to_stderr_at_exit() -> None:
 
 @llama_cpp.llama_log_callback
 def _LOG_CALLBACK(level: int, text: bytes, user_data: ctypes.c_void_p) -> None:
-    if level == _GGML_LOG_LEVEL_ERROR and not _STOPPED.search(text):
-        line = text.decode("utf-8", "replace").rstrip()
+    error = level == _GGML_LOG_LEVEL_ERROR and not _STOPPED.search(text)
+    heard = getattr(_seen, "lines", None)
+    if not error and heard is None:
+        return
+    line = text.decode("utf-8", "replace").rstrip()
+    if error:
         log.error(line)
-        collected = getattr(_errors_seen, "lines", None)
-        if collected is not None:
-            collected.append(line)
+    if heard is not None and (error or level == _GGML_LOG_LEVEL_INFO):
+        heard.append((level, line))
 
 
 @contextmanager
-def llama_errors() -> Iterator[list[str]]:
-    """The error lines llama.cpp logs on this thread while the block runs.
+def llama_log() -> Iterator[list[tuple[int, str]]]:
+    """The error and info lines llama.cpp logs on this thread while the block runs, as (level, line).
 
     llama.cpp answers a failed load with a null handle; the reason (a
-    truncated file, a failed allocation) is only in its log.
+    truncated file, a failed allocation) is only in its log, and so is
+    where a loaded model's layers went (`Placement.from_log`).
     """
     _init_backend()
-    lines: list[str] = []
-    _errors_seen.lines = lines
+    lines: list[tuple[int, str]] = []
+    _seen.lines = lines
     try:
         yield lines
     finally:
-        _errors_seen.lines = None
+        _seen.lines = None
 
 
-def llama_reason(lines: list[str]) -> str:
+def llama_reason(lines: list[tuple[int, str]]) -> str:
     """The most telling of llama.cpp's error lines, without the C function names.
 
     A failed load ends with generic lines ("failed to load model"); the
     first line that says more (a short read, a tensor past the end of the
     file, a failed allocation) is the reason.
     """
-    reasons = [line.split(": ", 1)[-1] for line in lines]
+    reasons = [line.split(": ", 1)[-1] for level, line in lines if level == _GGML_LOG_LEVEL_ERROR]
     reasons = [reason.removeprefix("error loading model: ") for reason in reasons]
     specific = [reason for reason in reasons if "failed to load model" not in reason]
     return (specific or reasons or ["no reason given"])[0]
+
+
+_USING_DEVICE = re.compile(r"using device (\S+) \(([^)]*)\)")
+_OFFLOADED = re.compile(r"offloaded (\d+)/(\d+) layers to GPU")
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where a loaded model runs: llama.cpp's backend and device, and how many layers it offloaded there.
+
+    >>> Placement.from_log(["llama_model_load_from_file_impl: using device CUDA0 (NVIDIA H100 80GB HBM3) (0000:01:00.0)"
+    ...                     " - 80562 MiB free", "load_tensors: offloaded 19/19 layers to GPU"], True, 19).describe()
+    'CUDA0 (NVIDIA H100 80GB HBM3), 19 of 19 layers offloaded'
+    >>> Placement.from_log([], False, 19).describe()
+    'CPU (this llama-cpp-python was built without GPU support)'
+    """
+
+    backend: str
+    """``CPU``, or the GPU backend the layers went to (``CUDA``, ``Metal``, ``Vulkan``...)."""
+    device: str
+    """The device llama.cpp named (``CUDA0 (NVIDIA H100 80GB HBM3)``), or ``CPU``."""
+    offloaded: int
+    layers: int
+    """Layers that can be offloaded: the repeating layers and the output layer."""
+    gpu_build: bool
+
+    @classmethod
+    def from_log(cls, lines: list[str], gpu_build: bool, layers: int) -> Placement:
+        """Read from the info lines llama.cpp logs while it loads a model."""
+        devices = [match for line in lines if (match := _USING_DEVICE.search(line))]
+        counts = [match for line in lines if (match := _OFFLOADED.search(line))]
+        offloaded, layers = (int(counts[-1][1]), int(counts[-1][2])) if counts else (0, layers)
+        if not devices or not offloaded:
+            return cls("CPU", "CPU", 0, layers, gpu_build)
+        name, description = devices[0][1], devices[0][2]
+        return cls(name.rstrip("0123456789") or name, f"{name} ({description})", offloaded, layers, gpu_build)
+
+    def describe(self) -> str:
+        """One line for the log and the status: the device, and the layers on it."""
+        if self.offloaded:
+            return f"{self.device}, {self.offloaded} of {self.layers} layers offloaded"
+        why = "gpuLayers is 0" if self.gpu_build else "this llama-cpp-python was built without GPU support"
+        return f"CPU ({why})"
+
+    def as_json(self) -> dict[str, object]:
+        return {"backend": self.backend, "device": self.device, "offloadedLayers": self.offloaded,
+                "layers": self.layers, "gpuBuild": self.gpu_build, "text": self.describe()}
 
 
 @cache
@@ -115,6 +168,8 @@ class GGUFModel:
         self.vocab_handle = llama_cpp.llama_model_get_vocab(handle)
         self.n_vocab = llama_cpp.llama_vocab_n_tokens(self.vocab_handle)
         self._tokens = (llama_cpp.llama_token * 4096)()
+        self.placement: Placement | None = None
+        """Where the weights run (None for a vocabulary-only model)."""
 
     @classmethod
     def open(
@@ -139,15 +194,21 @@ class GGUFModel:
         # Xeon reports amx_int8 but faults on ldtilecfg). Elsewhere the extra
         # buffer types (repacked weights) stay: they are faster.
         params.use_extra_bufts = not cpu_has_amx()
-        with llama_errors() as errors:
+        with llama_log() as lines:
             handle = llama_cpp.llama_model_load_from_file(str(path).encode(), params)
         if not handle:
             raise ModelError(
-                f"llama.cpp could not load {path} ({llama_reason(errors)}): the file is truncated, corrupt "
+                f"llama.cpp could not load {path} ({llama_reason(lines)}): the file is truncated, corrupt "
                 "or of an architecture this llama.cpp does not know -- copy it again, "
                 "or set `model` (or --model) to another GGUF file"
             )
-        return cls(path, handle, gpu_layers)
+        model = cls(path, handle, gpu_layers)
+        if not vocab_only:  # llama_model_n_layer aborts the process on a vocabulary-only model
+            model.placement = Placement.from_log(
+                [line for _, line in lines], llama_cpp.llama_supports_gpu_offload(),
+                llama_cpp.llama_model_n_layer(handle) + 1,
+            )
+        return model
 
     def __del__(self) -> None:
         handle = getattr(self, "handle", None)

@@ -45,7 +45,7 @@ from dataclasses import dataclass
 import llama_cpp
 import numpy as np
 
-from cpc.gguf import GGUFModel, llama_errors, llama_reason
+from cpc.gguf import GGUFModel, llama_log, llama_reason
 from cpc.models import ModelError
 from cpc.vocab import Vocabulary, common_prefix
 
@@ -213,7 +213,7 @@ class LlamaLM(LanguageModel):
         params.swa_full = True  # sliding-window layers keep every position, so any prefix can be reused
         params.no_perf = True
         _check_context_fits(model, n_ctx, n_seq)
-        with llama_errors() as errors:
+        with llama_log() as errors:
             self._ctx = llama_cpp.llama_init_from_model(model.handle, params)
         if not self._ctx:
             raise ModelError(

@@ -153,6 +153,18 @@ class CompletionSession:
     def ready(self) -> bool:
         return self.engine is not None
 
+    def placement(self) -> dict[str, Any] | None:
+        """Where the model runs: llama.cpp's backend and device and the layers offloaded there
+        (`cpc.gguf.Placement`), or the server's address for a shared one; None before a load."""
+        engine = self.engine
+        if engine is None:
+            return None
+        if engine.model.placement is None:
+            url = getattr(engine.lm, "url", "a server")
+            return {"backend": "server", "device": url, "offloadedLayers": None, "layers": None,
+                    "gpuBuild": None, "text": f"the model server at {url}"}
+        return engine.model.placement.as_json()
+
     def load(self, model: str = "default", *, gpu_layers: int = 0, threads: int = 0,
              context_size: int = DEFAULT_CONTEXT_SIZE, remote: RemoteOptions = RemoteOptions(),
              progress: Progress | None = None) -> None:

@@ -264,7 +264,7 @@ class CPCServer(CheckedLanguageServer):
             self.load_error = None
             self.server_error = None
             name = self.session.engine.vocab.name
-            self.log(f"model ready: {name} in {time.perf_counter() - started:.1f} s")
+            self.log(f"model ready: {name} in {time.perf_counter() - started:.1f} s, on {self.session.placement()['text']}")
             lm = self.session.engine.lm
             if isinstance(lm, LlamaServerLM) and lm.last_error:
                 self.server_down(lm.last_error)
@@ -677,6 +677,7 @@ class CPCServer(CheckedLanguageServer):
             "loading": self.loading,
             "model": engine.vocab.name if engine else None,
             "modelPath": str(engine.model.path) if engine else None,
+            "placement": self.session.placement(),
             "error": self.load_error,
             "serverError": self.server_error,
             "running": self.in_flight,

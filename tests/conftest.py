@@ -13,6 +13,8 @@ finds becomes a pinned ``@example`` before it is fixed.
 
 from __future__ import annotations
 
+import cpc  # noqa: F401  (first: llama.cpp's libraries before numpy, see cpc/__init__.py)
+
 import os
 
 import pytest

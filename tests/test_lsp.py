@@ -137,6 +137,10 @@ async def test_initialize_advertises_inline_completion_and_reports_loading(clien
     kinds = [type(report).__name__ for reports in client.progress_reports.values() for report in reports]
     assert kinds[0] == "WorkDoneProgressBegin" and kinds[-1] == "WorkDoneProgressEnd" and "WorkDoneProgressReport" in kinds
     assert any("model ready" in message.message for message in client.log_messages)
+    # where the model runs, from llama.cpp's own load report: this machine's build has no GPU support
+    placement = client.status_notifications[-1].placement
+    assert (placement.backend, placement.offloadedLayers, placement.layers, placement.gpuBuild) == ("CPU", 0, 19, False)
+    assert any(f"on {placement.text}" in message.message for message in client.log_messages)
 
 
 async def test_completion_inside_an_identifier_is_accepted_into_the_document(client: LanguageClient):

@@ -215,8 +215,10 @@ M.states = {}
 function M.describe(status)
   local state = status.state or (status.ready and 'ready' or 'starting')
   if state == 'ready' then
-    return ('cpc: ready, model %s; %d requests (%d from the model, %d from the cache)'):format(
-      status.model or '?', status.requests or 0, status.from_model or 0, status.from_cache or 0)
+    local where = type(status.placement) == 'table' and status.placement.text or nil
+    return ('cpc: ready, model %s%s; %d requests (%d from the model, %d from the cache)'):format(
+      status.model or '?', where and (' on ' .. where) or '', status.requests or 0, status.from_model or 0,
+      status.from_cache or 0)
   elseif state == 'loading' then
     return 'cpc: loading the model; suggestions asked for meanwhile come when it is ready'
   elseif state == 'error' then

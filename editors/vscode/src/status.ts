@@ -14,6 +14,8 @@ export interface ServerStatus {
     state: string;
     model?: string | null;
     modelPath?: string | null;
+    /** Where the model runs: `text` is e.g. "CUDA0 (NVIDIA H100 80GB HBM3), 19 of 19 layers offloaded". */
+    placement?: { text?: string } | null;
     error?: string | null;
 }
 
@@ -38,7 +40,9 @@ export function statusView(status: ServerStatus): StatusView {
         case 'ready':
             return {
                 text: '$(check) CPC: ready',
-                tooltip: `cpc-lsp is ready: model ${status.model ?? '?'}${status.modelPath ? ` (${status.modelPath})` : ''}. ${CLICK}`,
+                tooltip: `cpc-lsp is ready: model ${status.model ?? '?'}${status.modelPath ? ` (${status.modelPath})` : ''}${
+                    status.placement?.text ? `, on ${status.placement.text}` : ''
+                }. ${CLICK}`,
                 kind: 'ready',
             };
         case 'error':

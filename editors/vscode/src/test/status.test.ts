@@ -9,6 +9,8 @@ describe('status views', () => {
         const ready = statusView({ state: 'ready', model: 'gemma', modelPath: '/m/gemma.gguf' });
         assert.equal(ready.text, '$(check) CPC: ready');
         assert.match(ready.tooltip, /gemma \(\/m\/gemma\.gguf\)/);
+        const onGpu = statusView({ state: 'ready', model: 'gemma', placement: { text: 'CUDA0 (NVIDIA H100), 19 of 19 layers offloaded' } });
+        assert.match(onGpu.tooltip, /on CUDA0 \(NVIDIA H100\), 19 of 19 layers offloaded/);
         const error = statusView({ state: 'error', error: 'could not load the model: no such file' });
         assert.equal(error.kind, 'error');
         assert.match(error.tooltip, /no such file/);
