@@ -81,9 +81,9 @@ class Options:
     """Generation stops after this long (the conditioning before it is not counted). None: only
     ``max_tokens`` and the stop rules end it, so what comes out does not depend on the machine's speed."""
     word_budget_ms: float | None = None
-    """After this long (from the request's start), a suggestion ends with its first word instead of
-    running on to the end of the line: a keystroke mid-word gets the word it types quickly, and the
-    rest of the line comes with a later request. None: no such cut."""
+    """After this long (from the request's start), `generate`'s ``early`` hears the suggestions so far,
+    each cut after its first word, and generation goes on to the stop rules: a keystroke mid-word gets
+    the word it types quickly, and the whole line follows. None: no early answer."""
     fim: bool = True
     """Use a fill-in-the-middle prompt when the model has FIM tokens and there is a suffix."""
     max_suffix_tokens: int = 256
@@ -228,6 +228,7 @@ def generate(
     cancelled: Callable[[], bool] | None = None,
     fusion: Fusion | None = None,
     wanted: Callable[[str], bool] | None = None,
+    early: Callable[[list[str]], None] | None = None,
 ) -> Generation:
     """Complete the text between ``prefix`` (before the cursor) and ``suffix`` (after it).
 
@@ -237,19 +238,23 @@ def generate(
     workspace's fusion scores to every choice. ``wanted`` is asked about
     each completion's text so far before each generation step: when it says
     no to all of them, the work stops with `cpc.lm.Cancelled` too (the user
-    has typed on, and not what these texts start with).
+    has typed on, and not what these texts start with). ``early`` is called
+    once, past `Options.word_budget_ms`, with the texts so far cut after
+    their first word, best first (a first answer to show); generation then
+    goes on, and the final texts usually extend them (not always: a stop
+    rule may trim a text's end).
     """
     engine.lm.interrupt = cancelled
     try:
-        return _generate(engine, prefix, suffix, options, fusion, wanted)
+        return _generate(engine, prefix, suffix, options, fusion, wanted, early)
     finally:
         engine.lm.interrupt = None
 
 
 def _generate(engine: Engine, prefix: str, suffix: str, options: Options, fusion: Fusion | None,
-              wanted: Callable[[str], bool] | None) -> Generation:
+              wanted: Callable[[str], bool] | None, early: Callable[[list[str]], None] | None) -> Generation:
     started = time.perf_counter()
-    word_deadline = None if options.word_budget_ms is None else started + options.word_budget_ms / 1000
+    word_deadline = None if options.word_budget_ms is None or early is None else started + options.word_budget_ms / 1000
     calls = engine.lm.stats.calls
     head, middle = prompt_frame(engine, suffix, options)
     prompt, starts, cut_short = _starts(engine, prefix, head, middle, options, fusion is not None)
@@ -266,7 +271,7 @@ def _generate(engine: Engine, prefix: str, suffix: str, options: Options, fusion
             _finish(stream, rules, fusion)
         else:
             _settle(stream, rules, fusion)
-    _continue(engine, streams, rules, options, fusion, word_deadline, wanted)
+    _continue(engine, streams, rules, options, fusion, wanted, _EarlyAnswer(word_deadline, early, options.n, rules))
     completions = _distinct(streams, options.n, rules)
     return Generation(
         completions=completions,
@@ -569,12 +574,13 @@ def _best(probs: np.ndarray, n: int) -> np.ndarray:
 
 def _continue(
     engine: Engine, streams: list[_Stream], rules: StopRules, options: Options, fusion: Fusion | None = None,
-    word_deadline: float | None = None, wanted: Callable[[str], bool] | None = None,
+    wanted: Callable[[str], bool] | None = None, early: _EarlyAnswer | None = None,
 ) -> None:
     """Greedy decoding of every unfinished stream, one batched model call per step (on fused scores with fusion).
 
-    Past ``word_deadline`` (`Options.word_budget_ms`), a stream whose text holds a whole first word ends there.
-    Raises `cpc.lm.Cancelled` before a step when ``wanted`` wants no stream's text.
+    ``early`` hears the first words once its deadline has passed (`Options.word_budget_ms`). Past the
+    time budget, every stream ends at its last whole word. Raises `cpc.lm.Cancelled` before a step when
+    ``wanted`` wants no stream's text.
     """
     banned = engine.vocab.special.copy()
     eos_ids = sorted(engine.vocab.eos_ids)
@@ -593,17 +599,11 @@ def _continue(
         now = time.perf_counter()
         if now > deadline:
             for stream in live:
+                stream.text = _whole_words(stream.text)
                 _finish(stream, rules, fusion)
             return
-        if word_deadline is not None and now > word_deadline:
-            for stream in live:
-                word = _FIRST_WORD.match(stream.text)
-                if word and word.end() < len(stream.text):
-                    stream.text = word.group()
-                    _finish(stream, rules, fusion)
-            live = [s for s in live if not s.done]
-            if not live:
-                return
+        if early is not None:
+            early.offer(streams, now)
         rows = engine.lm.next_logprobs([s.tokens for s in live])
         if fusion is not None:
             scores, next_states = fusion.advance([s.fusion_state for s in live])
@@ -627,6 +627,47 @@ def _continue(
 
 
 _FIRST_WORD = re.compile(r"\W*\w+")
+_LAST_WORD = re.compile(r"\w+$")
+
+
+def _whole_words(text: str) -> str:
+    """A text cut by the time budget, without the word it may have been in the middle of (its first word stays).
+
+    >>> _whole_words('in(directory, "config_'), _whole_words("in"), _whole_words("in(a, b)")
+    ('in(directory, "', 'in', 'in(a, b)')
+    """
+    first, last = _FIRST_WORD.match(text), _LAST_WORD.search(text)
+    return text[: last.start()] if first and last and last.start() >= first.end() else text
+
+
+@dataclass
+class _EarlyAnswer:
+    """A first answer, given once past a deadline: each unfinished text cut after its first whole word."""
+
+    deadline: float | None
+    """None: no early answer is wanted."""
+    listener: Callable[[list[str]], None] | None
+    n: int
+    rules: StopRules
+    given: bool = False
+
+    def offer(self, streams: list[_Stream], now: float) -> None:
+        """Give the answer now if the deadline has passed and every unfinished text holds a whole first word."""
+        if self.given or self.deadline is None or now <= self.deadline:
+            return
+        texts = []
+        for stream in sorted(streams, key=lambda s: (s.first, s.logprob), reverse=True):
+            if stream.done:
+                texts.append(stream.text)
+                continue
+            word = _FIRST_WORD.match(stream.text)
+            if word is None or word.end() == len(stream.text):
+                return  # a text whose first word may still grow: a later step answers
+            texts.append(self.rules.trim(word.group()))
+        self.given = True
+        shown = list(dict.fromkeys(text for text in texts if text))[: self.n]
+        if shown:
+            self.listener(shown)
 
 
 def _settle(stream: _Stream, rules: StopRules, fusion: Fusion | None = None) -> None:

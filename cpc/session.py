@@ -78,6 +78,8 @@ class Answer:
     lm_calls: int = 0
     cut_short: bool = False
     """The prompt window was cut for the time budget: `CompletionSession.warm` reads it whole."""
+    partial: bool = False
+    """A first answer (`CompletionSession.complete`'s ``early``): the rest of the line follows."""
 
 
 @dataclass(frozen=True)
@@ -290,6 +292,7 @@ class CompletionSession:
         cancelled: Callable[[], bool] | None = None,
         fusion: FusionWeights | None = None,
         wanted: Callable[[str], bool] | None = None,
+        early: Callable[[Answer], None] | None = None,
     ) -> Answer:
         """Suggestions for the cursor between ``prefix`` and ``suffix`` of document ``key``.
 
@@ -298,6 +301,13 @@ class CompletionSession:
         left out). Raises `cpc.lm.Cancelled` when ``cancelled`` turns True on
         the way, or when ``wanted`` wants none of the texts so far
         (`cpc.generate.generate`).
+
+        Past `Options.word_budget_ms`, ``early`` (called on this thread) gets
+        a first answer, each text cut after its first word (``partial``), and
+        the suggestion cache holds it; the answer returned later finishes the
+        line, and its first text extends the first text of that early one
+        (`grown`), so that an editor showing the early answer can show this
+        one instead with no change to what is on screen.
         """
         answer = self.cached(key, prefix, suffix, options, fusion)
         if answer is not None:
@@ -308,11 +318,20 @@ class CompletionSession:
         fused = None
         if fusion is not None and self.workspace is not None:
             fused = self.workspace.fusion(key, weights=fusion, cursor_line=prefix.count("\n"))
+        shown: list[str] = []
+
+        def first_answer(texts: list[str]) -> None:
+            shown.extend(texts)
+            self.cache.remember(key, prefix, suffix, (options, fusion), texts)
+            early(Answer(texts, from_cache=False, engine_ms=(time.perf_counter() - started) * 1000, partial=True))
+
         generation = generate(
             self.engine, self._recent(prefix), suffix[:MAX_SUFFIX_CHARS], options, cancelled=cancelled, fusion=fused,
-            wanted=wanted,
+            wanted=wanted, early=first_answer if early is not None else None,
         )
         texts = [completion.text for completion in generation.completions]
+        if shown:
+            texts = grown(shown, texts)
         self.cache.remember(key, prefix, suffix, (options, fusion), texts)
         return Answer(texts, from_cache=False, engine_ms=(time.perf_counter() - started) * 1000,
                       lm_calls=generation.lm_calls, cut_short=generation.cut_short)
@@ -333,6 +352,19 @@ class CompletionSession:
 
     def _recent(self, prefix: str) -> str:
         return recent(prefix, self.engine.conditioner.max_prompt_tokens * PREFIX_CHARS_PER_TOKEN)
+
+
+def grown(shown: list[str], final: list[str]) -> list[str]:
+    """What replaces the suggestions ``shown`` once their generation ``final``-ly ends: the final texts, led by
+    the one that extends the first text shown; the texts shown when none does (what is on screen never changes).
+
+    >>> grown(["in"], ["in(path)"]), grown(["in", "out"], ["out(x)", "in(path)"]), grown(["in"], ["on"])
+    (['in(path)'], ['in(path)', 'out(x)'], ['in'])
+    """
+    head = next((text for text in final if text.startswith(shown[0])), None)
+    if head is None:
+        return shown
+    return [head, *(text for text in final if text != head)]
 
 
 def recent(prefix: str, chars: int) -> str:

@@ -4,7 +4,8 @@ A headless editor starts `cpc-lsp` on the default model, opens real code
 (standard-library modules), types a word key by key so that the cursor ends
 inside one of the model's tokens, and shows what the server suggests in
 ``naive`` mode (tokenize the typed text and continue) and in ``cpc`` mode
-(character prefix conditioning).
+(character prefix conditioning), with the server's shipping settings: the
+whole suggestion, once it has grown to the end of the line.
 """
 
 from __future__ import annotations
@@ -68,7 +69,9 @@ async def main() -> int:
                     for char in typed[word_start:]:  # typed key by key, a request after each, as an editor does
                         editor.type(char)
                         await editor.suggest()
-                answers[mode] = await editor.suggest()
+                # as the editors do: a first answer that ends after its word grows (cpc/suggestionReady)
+                shown = await editor.suggest_over_time(horizon_s=5.0)
+                answers[mode] = shown[-1][1] if shown else ""
             rest = re.match(r"\w*", line[len(typed) :]).group()
             print(f"\n{module}.py, cursor after {typed.strip()!r} (the file has {line.strip()!r})")
             print(f"  the model's tokens of the line: {token_view(model, vocab, line, typed)}")

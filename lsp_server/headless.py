@@ -11,6 +11,11 @@ suggestions to and to compare with the server's (``cpc/documentText``)::
         editor.type("i")
         await editor.suggest()  # 'r(path)' or so: the text after the cursor
 
+Like the editors, it keeps the last ``cpc/status`` the server pushed, and
+`suggest_over_time` follows ``cpc/suggestionReady`` (a suggestion grew in
+the background) by asking again. Settings are the server's own defaults
+except those given.
+
 The server's stderr is read all along: nothing else reads that pipe, and a
 server blocked on a full pipe would stop answering.
 """
@@ -29,7 +34,7 @@ from typing import Any
 from lsprotocol import types
 from pygls.lsp.client import LanguageClient
 
-from lsp_server.server import DOCUMENT_TEXT, STATUS
+from lsp_server.server import DOCUMENT_TEXT, STATUS, SUGGESTION_READY
 
 
 @dataclass(eq=False)
@@ -64,7 +69,7 @@ class HeadlessEditor:
         on_progress: Callable[[str, int | None], None] | None = None,
     ) -> None:
         self.server_args = list(server_args)
-        self.settings = {"debounceMs": 0, **(settings or {})}
+        self.settings = dict(settings or {})
         self.client = LanguageClient("cpc-headless", "0.1.0")
         self.uri = ""
         self.text = ""
@@ -76,6 +81,20 @@ class HeadlessEditor:
         """The server's last stderr lines."""
         self._stderr_reader: asyncio.Task | None = None
         self._on_progress = on_progress or (lambda message, percentage: None)
+        self.last_status: Any = None
+        """The last ``cpc/status`` notification (the model's state changed)."""
+        self._grown: list[Any] = []
+        """``cpc/suggestionReady`` notifications not handled yet."""
+        self._grown_event = asyncio.Event()
+
+        @self.client.feature(STATUS)
+        def status_changed(params: Any) -> None:
+            self.last_status = params
+
+        @self.client.feature(SUGGESTION_READY)
+        def suggestion_ready(params: Any) -> None:
+            self._grown.append(params)
+            self._grown_event.set()
 
         @self.client.feature(types.WINDOW_WORK_DONE_PROGRESS_CREATE)
         def create_progress(params: types.WorkDoneProgressCreateParams) -> None:
@@ -203,12 +222,51 @@ class HeadlessEditor:
 
     async def suggest(self) -> str:
         """The first inline suggestion at the cursor, as the text it inserts after it ('' when none)."""
-        result = await self.request_suggestions().answer
+        return self.shown_text(await self.request_suggestions().answer)
+
+    def shown_text(self, result: types.InlineCompletionList | None) -> str:
+        """What an answer shows after the cursor: its first item's text past the typed part ('' when none)."""
         if not result or not result.items:
             return ""
         item = result.items[0]
         replaced = self.cursor - self.offset(item.range.start)
         return item.insert_text[replaced:]
+
+    async def suggest_over_time(self, horizon_s: float = 2.0) -> list[tuple[float, str]]:
+        """Ask for a suggestion at the cursor, then follow it as the editors do: each ``cpc/suggestionReady``
+        for this document, version and cursor asks again, and the answer replaces what is shown.
+
+        Returns ``(seconds after the request, text shown after the cursor)`` per answer, until
+        ``horizon_s`` or until the server has nothing more coming for it (no request running, no
+        suggestion growing), whichever is first.
+        """
+        self._grown.clear()
+        self._grown_event.clear()
+        started = time.perf_counter()
+        pending = [self.request_suggestions()]
+        shown: list[tuple[float, str]] = []
+        here = self.position(self.cursor)
+        while (left := horizon_s - (time.perf_counter() - started)) > 0:
+            grown = asyncio.ensure_future(self._grown_event.wait())
+            waiting = [request.answer for request in pending]
+            await asyncio.wait([*waiting, grown], timeout=left if waiting else min(left, 0.05),
+                               return_when=asyncio.FIRST_COMPLETED)
+            grown.cancel()
+            for request in [r for r in pending if r.answer.done()]:
+                pending.remove(request)
+                answer = None if request.answer.exception() else request.answer.result()
+                shown.append((request.answered - started, self.shown_text(answer)))
+            for note in self._grown:
+                if note.uri == self.uri and note.version == self.version and (
+                        note.position.line, note.position.character) == (here.line, here.character):
+                    pending.append(self.request_suggestions())
+            self._grown.clear()
+            self._grown_event.clear()
+            if not pending:
+                state = await self.status()
+                if not state.running and not getattr(state, "growing", 0) and not self._grown:
+                    break
+        return shown
 
     def accept(self, item: types.InlineCompletionItem) -> None:
         """Apply a suggestion as an editor does when Tab accepts it: its range becomes its text."""

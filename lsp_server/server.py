@@ -20,6 +20,17 @@ model loaded and none loading, requests answer an empty list. Each change of
 the load's state (loading, ready, error) is pushed to the client as a
 ``cpc/status`` notification, which the editors show.
 
+Growing suggestions (``wordBudgetMs``): a request whose generation runs
+past the word budget is answered at once with each suggestion cut after
+its first word, and the model goes on to the end of the line in the
+background (`CPCServer.grow`); the suggestion cache then holds the whole
+line. When the cache holds more for the document's newest cursor than its
+request was answered, the server sends `SUGGESTION_READY` (the document,
+its version, the position); the editors ask again there and show the
+longer text, which only extends what they showed. Growing work stops like
+any other (a newer request that does not type on, a closed document) and
+also when a request comes for another document.
+
 A model on a shared server (`cpc.remote`): when the server stops answering,
 the user hears it once (``showMessage``), requests answer an empty list
 meanwhile, and the first request the server answers again says so; nothing
@@ -51,7 +62,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
@@ -59,11 +70,12 @@ from lsprotocol import types
 from pygls.exceptions import JsonRpcInvalidParams
 from pygls.uris import to_fs_path, uri_scheme
 
-from cpc.fusion import WorkspaceModel
+from cpc.fusion import FusionWeights, WorkspaceModel
+from cpc.generate import Options
 from cpc.lm import Cancelled
 from cpc.models import ModelError
 from cpc.remote import LlamaServerLM, RemoteMismatch, RemoteUnavailable
-from cpc.session import CompletionSession
+from cpc.session import Answer, CompletionSession
 from cpc.workspace import ScanReport, WorkspaceLimits
 from lsp_server import logs
 from lsp_server.documents import character_index, use_lsp_documents
@@ -77,6 +89,10 @@ SERVER_VERSION = "0.1.0"
 STATUS = "cpc/status"
 """A custom request (is the model ready, which one, the request counters), and the
 notification of the same name and shape the server sends when the model's state changes."""
+SUGGESTION_READY = "cpc/suggestionReady"
+"""A notification (``{"uri", "version", "position"}``): a suggestion shown there has grown in the
+background, so the editor asks again there (VS Code: ``editor.action.inlineSuggest.showNext``;
+Neovim: the inline completion's own request) and the suggestion cache answers with the longer text."""
 DOCUMENT_TEXT = "cpc/documentText"
 """A custom request: the server's copy of a document (``{"uri"}`` -> ``{"text", "version"}``), to check sync."""
 
@@ -168,20 +184,27 @@ class CPCServer(CheckedLanguageServer):
         self.load_ended.set()
         self.counts = {
             "requests": 0, "from_cache": 0, "from_model": 0, "superseded": 0, "stopped": 0, "not_ready": 0,
-            "held": 0, "cut_short": 0, "warmed": 0, "warm_stopped": 0, "kept": 0,
+            "held": 0, "cut_short": 0, "warmed": 0, "warm_stopped": 0, "kept": 0, "grown": 0,
         }
         """``superseded``: dropped for a newer request before the model started;
         ``stopped``: model work stopped early (a newer request, or ``$/cancelRequest``);
         ``kept``: model work finished for the suggestion cache after a newer request typed on from it;
         ``held``: came while the model loaded and waited for it; ``not_ready``: answered empty for want of a model;
         ``cut_short``: model answers from a window cut for ``promptBudgetMs``;
-        ``warmed`` / ``warm_stopped``: prompt windows read ahead while idle, whole / stopped by the user."""
+        ``warmed`` / ``warm_stopped``: prompt windows read ahead while idle, whole / stopped by the user;
+        ``grown``: suggestions answered early that grew, and the editor was told (`SUGGESTION_READY`)."""
         self._activity = 0
         """Bumped by every edit and request: read-ahead stops when it changes."""
         self._latest: dict[str, int] = {}
         self._tickets = itertools.count()
         self._newest: dict[str, Cursor] = {}
         """The cursor of the newest request per document."""
+        self._last_cursor: Cursor | None = None
+        """The cursor of the newest request of all."""
+        self._shown: dict[str, tuple[Cursor, list[str]]] = {}
+        """Per document, the last request answered and its texts."""
+        self.growing = 0
+        """Suggestions answered early whose rest is still being generated (``cpc/status``: ``growing``)."""
         self._edits: dict[str, int] = {}
         """Edits per document (``didOpen`` and ``didChange``)."""
         self.in_flight = 0
@@ -329,6 +352,7 @@ class CPCServer(CheckedLanguageServer):
             self._pending_texts.pop(uri, None)
         self._newest.pop(uri, None)
         self._edits.pop(uri, None)
+        self._shown.pop(uri, None)
         self.stop_stale_work()
         self.session.cache.forget(uri)
         self._submit_update(self.session.close_document, uri)
@@ -510,7 +534,7 @@ class CPCServer(CheckedLanguageServer):
 
     def _warm(self, uri: str, offset: int | None, ticket: int) -> None:
         document = self.workspace.text_documents.get(uri)
-        if ticket != self._activity or self.in_flight or not self.session.ready or self.loading or document is None:
+        if ticket != self._activity or self.in_flight or self.growing or not self.session.ready or self.loading or document is None:
             return
         source = document.source
         cut = len(source) if offset is None else min(offset, len(source))
@@ -574,11 +598,17 @@ class CPCServer(CheckedLanguageServer):
         )
 
     async def suggest(self, cursor: Cursor) -> list[str]:
-        """Completions for ``cursor``: from the cache, or from the model unless a newer request came."""
+        """Completions for ``cursor``: from the cache, or from the model unless a newer request came.
+
+        A first answer that ends after its first word (past ``wordBudgetMs``)
+        is returned at once, and the model work goes on to the end of the
+        line in the background (`grow`).
+        """
         self.counts["requests"] += 1
         ticket = next(self._tickets)
         self._latest[cursor.uri] = ticket
         self._newest[cursor.uri] = cursor
+        self._last_cursor = cursor
         self.note_activity()
         edits = self._edits.get(cursor.uri, 0)
         if not await self.wait_for_model(cursor.uri, ticket):
@@ -589,10 +619,13 @@ class CPCServer(CheckedLanguageServer):
         cached = self.session.cached(cursor.uri, cursor.prefix, cursor.suffix, options, fusion)
         if cached is not None:
             self.counts["from_cache"] += 1
-            return cached.completions
+            return self.answered(cursor, cached.completions)
         if self.settings.debounce_ms:
             await asyncio.sleep(self.settings.debounce_ms / 1000)
         stop = threading.Event()
+        answered = threading.Event()
+        loop = asyncio.get_running_loop()
+        first: asyncio.Future = loop.create_future()
 
         def dropped() -> bool:
             return stop.is_set() or self._latest.get(cursor.uri) != ticket
@@ -601,11 +634,17 @@ class CPCServer(CheckedLanguageServer):
             newest = self._newest.get(cursor.uri)
             if newest is not cursor:  # a newer request, or the document closed (None)
                 return newest is None or not cursor.typed_on_by(newest)
+            if answered.is_set() and self._last_cursor.uri != cursor.uri:
+                return True  # growing a suggestion in a document the user has left
             return stop.is_set() and self._edits.get(cursor.uri, 0) == edits
 
         def wanted(text: str) -> bool:  # kept work stops once its suggestion cannot start what was typed on
             typed = self._newest.get(cursor.uri, cursor).prefix[len(cursor.prefix):]
             return text.startswith(typed) or typed.startswith(text)
+
+        def early(answer: Answer) -> None:  # on the worker: the first word, while the line goes on
+            answered.set()
+            self._call_soon(loop, _settle, first, answer, None)
 
         if dropped():
             self.counts["superseded"] += 1
@@ -617,18 +656,20 @@ class CPCServer(CheckedLanguageServer):
                 raise Cancelled("superseded while queued")
             try:
                 answer = self._run(stopped, lambda: self.session.complete(
-                    cursor.uri, cursor.prefix, cursor.suffix, options, stopped, fusion, wanted))
+                    cursor.uri, cursor.prefix, cursor.suffix, options, stopped, fusion, wanted, early))
             except Cancelled:
                 self.counts["stopped"] += 1
                 raise
-            if dropped():  # finished for the cache: the newer request answers from it
+            if dropped() and not answered.is_set():  # finished for the cache: the newer request answers from it
                 self.counts["kept"] += 1
                 raise Cancelled("superseded, kept for the suggestion cache")
             return answer
 
         self.in_flight += 1
+        job = self.worker.submit(work)
+        job.add_done_callback(lambda done: self._call_soon(loop, _settle_from, first, done))
         try:
-            answer = await asyncio.wrap_future(self.worker.submit(work))
+            answer = await first
         except asyncio.CancelledError:
             stop.set()  # $/cancelRequest: pygls cancelled this task
             self.stop_stale_work()
@@ -648,10 +689,53 @@ class CPCServer(CheckedLanguageServer):
             self.server_error = None
             self.show(types.MessageType.Info, "cpc-lsp: the model server answers again")
         self.counts["from_cache" if answer.from_cache else "from_model"] += 1
+        if answer.partial:
+            asyncio.ensure_future(self.grow(cursor, job, options, fusion))
+        else:
+            self.answered_in_full(cursor, answer)
+        return self.answered(cursor, answer.completions)
+
+    def answered(self, cursor: Cursor, texts: list[str]) -> list[str]:
+        """Remember what ``cursor``'s request was answered (`grow` tells the editor when the cache holds more)."""
+        self._shown[cursor.uri] = (cursor, texts)
+        return texts
+
+    def answered_in_full(self, cursor: Cursor, answer: Answer) -> None:
+        """The model's whole answer for ``cursor`` is in: a window cut for ``promptBudgetMs`` is read whole when idle."""
         if answer.cut_short:
             self.counts["cut_short"] += 1
             self.schedule_warm(cursor.uri, len(cursor.prefix))
-        return answer.completions
+
+    async def grow(self, cursor: Cursor, job: Future, options: Options, fusion: FusionWeights | None) -> None:
+        """Wait for the rest of a suggestion answered early; when the suggestion cache then holds more
+        for the document's newest cursor (``cursor``, or one typed on from it) than its request was
+        answered, tell the editor (`SUGGESTION_READY`): it asks again, and the cache answers."""
+        self.growing += 1
+        try:
+            try:
+                self.answered_in_full(cursor, await asyncio.wrap_future(job))
+            except Cancelled:  # stopped, or finished for a newer request typed on from this one
+                pass
+            except Exception:  # the first answer was given: the rest is a favour
+                log.exception("finishing a suggestion failed")
+                return
+            newest = self._newest.get(cursor.uri)
+            shown_for, shown = self._shown.get(cursor.uri, (None, []))
+            document = self.workspace.text_documents.get(cursor.uri)
+            if newest is None or shown_for is not newest or document is None or not (
+                    newest is cursor or cursor.typed_on_by(newest)):
+                return
+            more = self.session.cached(newest.uri, newest.prefix, newest.suffix, options, fusion)
+            if more is None or more.completions == shown or (shown and not more.completions[0].startswith(shown[0])):
+                return
+            self.counts["grown"] += 1
+            position = newest.replace.end
+            self.protocol.notify(SUGGESTION_READY, {
+                "uri": newest.uri, "version": document.version,
+                "position": {"line": position.line, "character": position.character},
+            })
+        finally:
+            self.growing -= 1
 
     def state(self) -> str:
         """``starting`` (no load asked yet), ``loading``, ``error`` (the last load failed) or ``ready``."""
@@ -681,6 +765,7 @@ class CPCServer(CheckedLanguageServer):
             "error": self.load_error,
             "serverError": self.server_error,
             "running": self.in_flight,
+            "growing": self.growing,
             "settings": self.settings.as_client_json(),
             **self.counts,
             "workspace": {
@@ -715,6 +800,12 @@ def _settle(future: asyncio.Future, result: Any, error: BaseException | None) ->
         future.set_exception(error)
     else:
         future.set_result(result)
+
+
+def _settle_from(future: asyncio.Future, done: Future) -> None:
+    """Settle ``future`` as the finished ``done`` ended, unless an early answer settled it already."""
+    error = done.exception()
+    _settle(future, None if error is not None else done.result(), error)
 
 
 def build_server(model: str | None = None) -> CPCServer:

@@ -14,6 +14,13 @@
 --   CPC_TEST_PAUSE    optional: once the suggestion shows, write this file and
 --                     wait (30 s at most) for PAUSE.done before accepting, so
 --                     that the screen can be captured
+--   CPC_TEST_SETTINGS optional JSON object: server settings for setup()
+--                     (default: no time budgets)
+--   CPC_TEST_GROW_MS  optional: once the suggestion shows, wait this long at
+--                     most, with no key, for the ghost text to grow (the
+--                     server's cpc/suggestionReady), noting every change
+--
+-- After accepting, the buffer is written to CPC_TEST_FILE.
 --
 -- Everything happens in a coroutine resumed by timers, so Neovim's main loop
 -- runs between steps: typed keys are processed as real typing (InsertEnter,
@@ -222,8 +229,10 @@ local function main()
   -- The shipped setup: editors/neovim on 'runtimepath', require('cpc').setup().
   vim.opt.runtimepath:prepend(rtp)
   local cpc = require('cpc')
-  -- no time budgets: what a request reads and writes must not depend on this machine's speed
-  cpc.setup({ cmd = cmd, promptBudgetMs = 0, wordBudgetMs = 0 })
+  -- no time budgets unless asked: what a request reads and writes must not depend on this machine's speed
+  local settings = env.CPC_TEST_SETTINGS and vim.json.decode(env.CPC_TEST_SETTINGS)
+    or { promptBudgetMs = 0, wordBudgetMs = 0 }
+  cpc.setup(vim.tbl_extend('force', { cmd = cmd }, settings))
   local rtp_config = dofile(rtp .. '/lsp/cpc.lua')
   result.defaults_match = vim.deep_equal(rtp_config.init_options, cpc.defaults)
   result.tab_mapping = vim.fn.maparg('<Tab>', 'i', false, true).desc
@@ -296,6 +305,23 @@ local function main()
     result.last_shown = shown(buf)
     return
   end
+  local function ghost()
+    local marks = shown(buf)
+    return marks[1] and marks[1].virt_text or ''
+  end
+  result.ghost_history = { { t = now_ms(), text = ghost() } }
+  if env.CPC_TEST_GROW_MS then
+    -- no key: the ghost text may only grow, and each change is noted (a poll every 10 ms)
+    local first = ghost()
+    wait_until(function()
+      local text = ghost()
+      if text ~= result.ghost_history[#result.ghost_history].text then
+        table.insert(result.ghost_history, { t = now_ms(), text = text })
+      end
+      return #text > #first and text:find('(', 1, true) ~= nil
+    end, tonumber(env.CPC_TEST_GROW_MS), 10)
+    step(('ghost text history: %s'):format(vim.inspect(result.ghost_history)))
+  end
   result.item = current_item(buf)
   result.shown = shown(buf)
   result.cursor_before_accept = api.nvim_win_get_cursor(0)
@@ -320,6 +346,7 @@ local function main()
   step(('accepted: %q'):format(result.line_after_accept))
   type_keys({ '<Esc>' })
   result.lines = api.nvim_buf_get_lines(buf, 0, -1, true)
+  vim.cmd.write()
   result.status_after = vim.api.nvim_exec2('CpcStatus', { output = true }).output
   result.ok = true
 end

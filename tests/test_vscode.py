@@ -62,6 +62,16 @@ DEAD_GALLERY = "http://127.0.0.1:9"
 STATUS_ITEM = "#" + re.escape(f"{EXTENSION_ID}.cpc.status")
 """The extension's status bar item: VS Code gives its element the id `<extension id>.<item id>`."""
 GHOST_TEXT = ".monaco-editor .ghost-text-decoration, .monaco-editor .ghost-text"
+WATCH_GHOST_TEXT = """() => {
+    const read = () => Array.from(document.querySelectorAll('.monaco-editor .ghost-text-decoration'))
+        .map((span) => span.textContent).join('').replace(/\\u00a0/g, ' ');
+    window.cpcGhostText = [read()];
+    new MutationObserver(() => {
+        const text = read();
+        if (text !== window.cpcGhostText[window.cpcGhostText.length - 1]) window.cpcGhostText.push(text);
+    }).observe(document.body, { subtree: true, childList: true, characterData: true });
+}"""
+"""Notes every change of the ghost text in the page (``window.cpcGhostText``): a poll from here could miss one."""
 WORKBENCH_TIMEOUT_MS = 90_000
 SUGGESTION_TIMEOUT_MS = 180_000
 """A cold model load and a cold request on 2 busy cores."""
@@ -89,7 +99,20 @@ USER_SETTINGS = {
     "editor.wordBasedSuggestions": "off",
     "editor.minimap.enabled": False,
     "files.autoSave": "off",
+    # the whole prompt window, whatever this machine's speed: with `promptBudgetMs`, a cold request reads only
+    # the part that fits, and on a loaded machine `width = self.wi|` was answered `width_max` (its comment says
+    # "Maximum width") instead of `width`; what the budget costs and buys is measured in tests/bench_server.py
+    "cpc.promptBudgetMs": 0,
 }
+
+
+GROWING = (
+    "import os\n\n\n"
+    "def config_file(directory):\n"
+    '    """The configuration file in ``directory``."""\n'
+    "    return os.path.\n"
+)
+"""A second file, ending in the middle of ``os.path.``: typing ``jo`` there is answered ``in``, then ``in(...``."""
 
 
 @dataclass
@@ -101,6 +124,7 @@ class VSCode:
     original: list[str]
     server_log: Path
     code_server_log: Path
+    user_settings: Path
 
     def status(self) -> str:
         return self.page.locator(STATUS_ITEM).inner_text().strip()
@@ -221,6 +245,7 @@ def vscode(tmp_path_factory) -> Iterator[VSCode]:
     workspace = scratch / "workspace"
     workspace.mkdir()
     document, original = make_document(workspace)
+    (workspace / "paths.py").write_text(GROWING)
     server_log = scratch / "cpc-lsp.log"
     code_server_log = scratch / "code-server.log"
     env = dict(
@@ -243,7 +268,8 @@ def vscode(tmp_path_factory) -> Iterator[VSCode]:
     # cpc.serverPath and cpc.serverArgs are machine-scoped: code-server reads them from the Machine settings
     (scratch / "user-data" / "User").mkdir(parents=True, exist_ok=True)
     (scratch / "user-data" / "Machine").mkdir(parents=True, exist_ok=True)
-    (scratch / "user-data" / "User" / "settings.json").write_text(json.dumps(USER_SETTINGS, indent=1))
+    user_settings = scratch / "user-data" / "User" / "settings.json"
+    user_settings.write_text(json.dumps(USER_SETTINGS, indent=1))
     (scratch / "user-data" / "Machine" / "settings.json").write_text(json.dumps({
         "cpc.serverPath": str(Path(sys.executable).parent / "cpc-lsp"),
         "cpc.serverArgs": ["--log-file", str(server_log)],
@@ -264,7 +290,7 @@ def vscode(tmp_path_factory) -> Iterator[VSCode]:
             page = browser.new_page(viewport={"width": 1280, "height": 720})
             page.goto(f"http://127.0.0.1:{port}/?folder={workspace}")
             page.wait_for_selector(".monaco-workbench", timeout=WORKBENCH_TIMEOUT_MS)
-            vscode = VSCode(page, document, original, server_log, code_server_log)
+            vscode = VSCode(page, document, original, server_log, code_server_log, user_settings)
             page.wait_for_selector(STATUS_ITEM, timeout=WORKBENCH_TIMEOUT_MS)
             palette(page, document.name, row=document.name)
             page.locator(".tab", has_text=document.name).wait_for(timeout=30_000)
@@ -309,15 +335,16 @@ def wait_for_ghost_text(vscode: VSCode) -> str:
     return ghost.inner_text()
 
 
-def accept_and_save(vscode: VSCode, index: int) -> str:
-    """Tab, Ctrl+S, and the document's line ``index`` once it is on disk."""
-    before = vscode.document.read_text()
+def accept_and_save(vscode: VSCode, index: int, document: Path | None = None) -> str:
+    """Tab, Ctrl+S, and line ``index`` of the document (the textwrap slice unless given) once it is on disk."""
+    document = document or vscode.document
+    before = document.read_text()
     vscode.page.keyboard.press("Tab")
     vscode.page.keyboard.press("Control+S")
     deadline = time.monotonic() + 15
     previous = before
     while True:  # until the file changed and two reads agree: a read may meet the save half-written
-        saved = vscode.document.read_text()
+        saved = document.read_text()
         if saved != before and saved == previous:
             return saved.split("\n")[index]
         if time.monotonic() > deadline:
@@ -387,6 +414,45 @@ def test_typing_while_the_model_loads_ends_with_a_suggestion(vscode: VSCode):
     assert identifier in set(re.findall(r"\w+", "\n".join(vscode.original))), f"{identifier!r} is no name of the file"
     assert not identifier.startswith(typed + typed), f"the typed prefix was repeated: {line!r}"
     check_rest_of_file(vscode, index, line)
+
+
+def test_the_ghost_text_grows_to_the_whole_line_with_no_key(vscode: VSCode):
+    """A first answer that ends after its word grows in place: the server finishes the line in the background
+    and says so (``cpc/suggestionReady``), the extension asks again (``editor.action.inlineSuggest.trigger``),
+    and the ghost text ``in`` becomes ``in(...`` with no key; Tab accepts all of it, and the file saved has it."""
+    # the first answer always ends after its first word (1 ms), whatever this machine's speed
+    vscode.user_settings.write_text(json.dumps({**USER_SETTINGS, "cpc.wordBudgetMs": 1}, indent=1))
+    document = vscode.document.parent / "paths.py"
+    original = GROWING.split("\n")[:-1]
+    index = original.index("    return os.path.")
+    try:
+        time.sleep(2)  # code-server reads the settings file again and the extension sends them on
+        palette(vscode.page, document.name, row=document.name)
+        vscode.page.locator(".tab", has_text=document.name).wait_for(timeout=30_000)
+        type_at(vscode, index, -1, "")
+        vscode.page.evaluate(WATCH_GHOST_TEXT)
+        # both keys at once, so that one request asks for "jo": with a pause between them, the request for "j"
+        # would be kept going for "jo", and "jo" would be answered from its whole line, with nothing left to grow
+        vscode.page.keyboard.type("jo")
+        wait_for_ghost_text(vscode)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:  # no key meanwhile
+            history = [text for text in vscode.page.evaluate("() => window.cpcGhostText") if text]
+            if history and history[-1].startswith("in("):
+                break
+            time.sleep(0.05)
+        time.sleep(0.5)  # nothing more comes once the line is whole
+        history = [text for text in vscode.page.evaluate("() => window.cpcGhostText") if text]
+        line = accept_and_save(vscode, index, document)
+    finally:
+        vscode.user_settings.write_text(json.dumps(USER_SETTINGS, indent=1))
+    assert history[0] == "in", f"the first ghost text is not the rest of the word: {history}\n{vscode.diagnostics()}"
+    assert history[-1].startswith("in("), f"the ghost text did not grow: {history}\n{vscode.diagnostics()}"
+    assert all(later.startswith(earlier) for earlier, later in zip(history, history[1:])), (
+        f"the ghost text changed what it showed while it grew: {history}")
+    assert line == "    return os.path.jo" + history[-1], f"Tab did not accept all of it: {line!r} (ghost {history})"
+    saved = document.read_text().split("\n")
+    assert saved[:index] == original[:index] and saved[index + 1:-1] == original[index + 1:]
 
 
 def test_the_status_item_opens_the_log(vscode: VSCode):

@@ -49,4 +49,11 @@ return {
   -- require('cpc').update({...}) (lua/cpc.lua), which sends
   -- workspace/didChangeConfiguration { settings = { cpc = {...} } }.
   init_options = options,
+  -- The server's notifications: `cpc/status` (the model's state) and
+  -- `cpc/suggestionReady` (a suggestion grew: ask again), from lua/cpc.lua when
+  -- it is on 'runtimepath' too.
+  handlers = (function()
+    local ok, cpc = pcall(require, 'cpc')
+    return ok and cpc.handlers or nil
+  end)(),
 }

@@ -241,6 +241,42 @@ local function on_status(_, params, ctx)
   end
 end
 
+--- The `cpc/suggestionReady` notification handler. The server answers a slow
+--- request early (its first word) and tells the client when the rest of the
+--- line is ready: a notification with the document, its version and the
+--- cursor position. If the current buffer is still at that version with the
+--- cursor there, in insert mode, ask again at once (the server's suggestion
+--- cache answers), so the ghost text grows without another key. Neovim has no
+--- public call for that: the inline completion's own request is used, and
+--- nothing happens where it is missing.
+function M.on_suggestion_ready(_, params, ctx)
+  local client = vim.lsp.get_client_by_id(ctx.client_id)
+  local bufnr = vim.api.nvim_get_current_buf()
+  if not client or type(params) ~= 'table' or type(params.position) ~= 'table' then
+    return
+  end
+  if not vim.api.nvim_get_mode().mode:match('^i') or vim.uri_from_bufnr(bufnr) ~= params.uri
+    or vim.lsp.util.buf_versions[bufnr] ~= params.version then
+    return
+  end
+  local here = vim.lsp.util.make_position_params(0, client.offset_encoding).position
+  if here.line ~= params.position.line or here.character ~= params.position.character then
+    return
+  end
+  local ok, capability = pcall(require, 'vim.lsp._capability')
+  local inline = ok and capability.all and capability.all.inline_completion
+  local completor = inline and inline.active[bufnr]
+  if completor and completor.request then
+    completor:request(vim.lsp.protocol.InlineCompletionTriggerKind.Automatic)
+  end
+end
+
+--- The server's notifications (lsp/cpc.lua installs the same without setup()).
+M.handlers = {
+  ['cpc/status'] = on_status,
+  ['cpc/suggestionReady'] = M.on_suggestion_ready,
+}
+
 --- What :CpcStatus prints: each running cpc client's `cpc/status`, asked now
 --- (the last one pushed when the server does not answer in time).
 ---@return string[] lines
@@ -362,7 +398,7 @@ function M.setup(opts)
       return client.name == client_config.name and not client:is_stopped()
     end,
     init_options = vim.deepcopy(settings),
-    handlers = { ['cpc/status'] = on_status },
+    handlers = M.handlers,
   }, editor.config or {})
   vim.lsp.config('cpc', config)
 

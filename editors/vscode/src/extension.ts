@@ -14,6 +14,7 @@ import {
     startFailureMessage,
 } from './settings';
 import { STATUS_METHOD, StatusView, isServerStatus, notRunningView, statusView } from './status';
+import { EditorPlace, SHOW_GROWN_COMMAND, SUGGESTION_READY_METHOD, isForPlace, isSuggestionReady } from './grow';
 
 let client: LanguageClient | undefined;
 /**
@@ -92,6 +93,18 @@ async function startClient(): Promise<void> {
         }
         lastState = params.state;
     });
+    // A suggestion answered early (its first word) has grown: ask again where the editor still is,
+    // and the server's cache answers with the longer text, which extends the ghost text shown.
+    started.onNotification(SUGGESTION_READY_METHOD, (params: unknown) => {
+        const place = editorPlace(started);
+        const here = client === started && isSuggestionReady(params) && isForPlace(params, place);
+        output?.debug(`A suggestion grew at ${JSON.stringify(params)}; the editor is at ${JSON.stringify(place)}: ${
+            here ? 'asking again' : 'elsewhere, so not asking'}`);
+        if (here) {
+            vscode.commands.executeCommand(SHOW_GROWN_COMMAND).then(undefined, (error: unknown) =>
+                output?.debug(`Showing the grown suggestion failed: ${String(error)}`));
+        }
+    });
     started.onDidChangeState((event) => {
         if (event.newState === State.Stopped && client === started && !retiring.has(started)) {
             showStatus(notRunningView('The cpc-lsp process stopped; run "CPC: Restart Server" to start it again.'));
@@ -110,6 +123,21 @@ async function startClient(): Promise<void> {
             }
         });
     }
+}
+
+/** The active editor's document (named as the server names it), version and cursor; none with a selection. */
+function editorPlace(languageClient: LanguageClient): EditorPlace | undefined {
+    const editor = vscode.window.activeTextEditor;
+    if (!editor || !editor.selection.isEmpty) {
+        return undefined;
+    }
+    const cursor = editor.selection.active;
+    return {
+        uri: languageClient.code2ProtocolConverter.asUri(editor.document.uri),
+        version: editor.document.version,
+        line: cursor.line,
+        character: cursor.character,
+    };
 }
 
 async function stopClient(): Promise<void> {
