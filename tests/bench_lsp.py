@@ -18,7 +18,8 @@ answered by the model on both sides, with the same text (a different text
 took a different number of model calls). The ratio of the two medians is
 reported too (``server_over_bare_p50``).
 
-The editor scenario is a person in a real editor: open a file of ~2,000
+The editor scenario is a person in a real editor, with the server's
+shipping settings (``--set KEY=VALUE`` changes one): open a file of ~2,000
 lines, read for a second, jump to a line in the middle (an editor sends
 nothing for that) and type its first name there, a key every 150 ms. Each
 key is a ``didChange``, then a ``$/cancelRequest`` for the request still
@@ -45,6 +46,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from cpc.session import CompletionSession  # noqa: E402
 from lsp_server.headless import HeadlessEditor, Request  # noqa: E402
 from lsp_server.settings import Settings  # noqa: E402
+from tests.bench_server import parse_setting  # noqa: E402
 
 # (file, the code to type back): each typed from the start of its line
 STRETCHES = [
@@ -236,14 +238,16 @@ def pct(values: list[float], q: float) -> float:
 
 
 def run(model: str, chars: int, parts: tuple[str, ...] = ("typing", "scenario"), threads: int = 0,
-        repeat: int = 1) -> dict:
-    settings = {"debounceMs": 0, "threads": threads}
-    result: dict = {"model": model}
+        repeat: int = 1, changes: dict | None = None) -> dict:
+    """The scenario runs with the server's shipping settings (``changes`` over them, for a comparison); the
+    typing stretches without debounce, so that each keystroke's request does the same work as its replay."""
+    shipped = {"threads": threads, **(changes or {})}
+    result: dict = {"model": model, "scenario_settings": shipped}
     if "scenario" in parts:
-        trials = asyncio.run(editor_scenario(model, settings))
+        trials = asyncio.run(editor_scenario(model, shipped))
         result["editor_scenario"] = scenario_summary(trials) | {"per_trial": trials}
     if "typing" in parts:
-        runs = [typing_stretches(model, chars, settings) for _ in range(repeat)]
+        runs = [typing_stretches(model, chars, {**shipped, "debounceMs": 0}) for _ in range(repeat)]
         overheads = [r["server_overhead"] for r in runs]
         # one run's overhead moves by about as much as the bare engine's own run-to-run spread (~8 %)
         result |= runs[0] | {"server_overhead": round(statistics.median(overheads), 3), "server_overhead_runs": overheads,
@@ -323,11 +327,13 @@ def main() -> int:
     parser.add_argument("--only", choices=("typing", "scenario"), help="run one part (no plot)")
     parser.add_argument("--threads", type=int, default=0, help="the server's CPU threads (0: every core)")
     parser.add_argument("--repeat", type=int, default=1, help="typing runs; the overhead reported is their median")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="a server setting other than its default (camelCase, JSON value), for comparisons")
     parser.add_argument("--json")
     parser.add_argument("--plot")
     args = parser.parse_args()
     result = run(args.model, args.chars, (args.only,) if args.only else ("typing", "scenario"), args.threads,
-                 args.repeat)
+                 args.repeat, dict(parse_setting(item) for item in args.set))
     scenario = result.get("editor_scenario", {})
     summary = {k: v for k, v in result.items() if k not in ("per_keystroke", "editor_scenario")}
     summary["editor_scenario"] = {k: v for k, v in scenario.items() if k != "per_trial"}
