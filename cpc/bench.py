@@ -169,7 +169,7 @@ def complete_case(
 ) -> Outcome:
     """One cold request, scored against the file; with ``document`` (`document_model`), fused."""
     started = time.perf_counter()
-    fusion = document.fusion(DOCUMENT, weights) if document is not None else None
+    fusion = document.fusion(document_key(case), weights) if document is not None else None
     fusion_ms = (time.perf_counter() - started) * 1000
     generation = cold_generate(engine, case.prefix, Options(mode=mode, max_tokens=max_tokens), fusion)
     text = first_text(generation)
@@ -183,14 +183,15 @@ def complete_case(
     )
 
 
-DOCUMENT = "file:///case"
-"""The key of a case's file in its `document_model`."""
+def document_key(case: Case) -> str:
+    """The key of a case's file in its `document_model`: its extension tells fusion the file's syntax."""
+    return f"file:///case{Path(case.file).suffix}"
 
 
 def document_model(engine: Engine, case: Case) -> WorkspaceModel:
     """A workspace model that holds the case's file up to the cursor's line as its one open document."""
     model = WorkspaceModel(engine)
-    model.update_document(DOCUMENT, case.document)
+    model.update_document(document_key(case), case.document)
     return model
 
 

@@ -30,7 +30,7 @@ Metrics per mode, per category and overall: `cpc.bench`'s ``word_exact`` and
 ``line_exact``; ``next_identifier`` (the identifier at the cursor, completed,
 is the true one); ``identifier_exact`` (the identifiers of the completed
 line are the true line's); ``undefined_rate`` (of the names a completion
-produces, the share that exist nowhere in the workspace, the file, the
+writes in code, the share that exist nowhere in the workspace, the file, the
 language's builtins and keywords, or the modules the file imports, read as
 source and never executed); latency (request plus what a mode prepares:
 the fusion object, the context retrieval) and model calls.
@@ -441,7 +441,7 @@ class WorkspaceOutcome:
     word_exact: bool
     line_exact: bool
     names: int
-    """Names the completion produced (the identifier at the cursor, completed, and those after it)."""
+    """Names the completion wrote in code (the identifier at the cursor, completed, and those after it)."""
     undefined: list[str]
     """Those of them that exist nowhere the request could know of."""
     ms: float
@@ -450,12 +450,29 @@ class WorkspaceOutcome:
     """What the mode prepared before the request: the fusion object, or the context retrieval."""
     lm_calls: int
     text: str
+    words_in_prose: int = 0
+    """Words the completion wrote in comments and strings (not names, so not counted in ``names``)."""
 
 
-def produced_names(case: WorkspaceCase, text: str, language: Language) -> list[str]:
-    """The names a completion produces: those of the typed part of the identifier plus the completion
-    (none for an empty completion)."""
-    return language.names_in(case.typed + text) if text else []
+def produced_names(case: WorkspaceCase, text: str, directory: Directory) -> tuple[list[str], int]:
+    """The names a completion writes in code: those of the typed part of the identifier plus the completion,
+    outside comments and strings; and how many words it writes in those (none for an empty completion).
+
+    A word in a docstring or a comment is no name, so it is not counted as one (``undefined_rate``): the
+    completion is read in its file, followed by the lines after the cursor's, so that a string it is inside
+    of closes where the file closes it.
+    """
+    if not text:
+        return [], 0
+    language = directory.language
+    source = directory.texts[case.file]
+    lines = source.split("\n")
+    begin = sum(len(line) + 1 for line in lines[: case.line_number]) + len(case.line_start) - len(case.typed)
+    written = case.typed + text
+    after = "\n" + "\n".join(lines[case.line_number + 1 :])
+    code = language.code_only(source[:begin] + written + after)[begin : begin + len(written)]
+    names = language.names_in(code)
+    return names, len(language.names_in(written)) - len(names)
 
 
 def next_identifier(case: WorkspaceCase, text: str, language: Language) -> bool:
@@ -591,7 +608,7 @@ def _js_module_names(target: str, folder: str) -> frozenset[str]:
 def score(case: WorkspaceCase, directory: Directory, text: str) -> dict:
     """The quality fields of an outcome for a completion ``text``."""
     language = directory.language
-    produced = produced_names(case, text, language)
+    produced, in_prose = produced_names(case, text, directory)
     known = KnownNames(directory, case)
     return {
         "next_identifier": next_identifier(case, text, language),
@@ -600,6 +617,7 @@ def score(case: WorkspaceCase, directory: Directory, text: str) -> dict:
         "line_exact": bench.line_exact(text, case.line_rest),
         "names": len(produced),
         "undefined": [name for name in produced if name not in known],
+        "words_in_prose": in_prose,
     }
 
 

@@ -40,9 +40,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from cpc.identifiers import IdentifierModel, NameCounts, TokenShapes, names_in
+from cpc.identifiers import IdentifierModel, NameCounts, TokenShapes, language_names, names_in
 from cpc.lm import State
 from cpc.ngram import DocumentCounts, FileCounts, Line, Merged, NGramModel, WithoutLine, unchanged_ends
+from cpc.syntax import Place, Syntax
 
 if TYPE_CHECKING:
     from cpc.engine import Engine
@@ -90,7 +91,7 @@ class FusionWeights:
         return cls(**values)
 
 
-FusionState = tuple[tuple[int, ...], tuple[bytes | None, float]]
+FusionState = tuple[tuple[int, ...], tuple[bytes | None, float, float, Place]]
 """(n-gram context, identifier state)."""
 
 
@@ -182,7 +183,7 @@ class WorkspaceModel:
         self.vocabulary_size = len(tokenizer.vocab)
         self.order = order
         self.shapes = TokenShapes.of(tokenizer.vocab)
-        self.names = NameCounts(self.shapes)
+        self.names = NameCounts(self.shapes, base=language_names())
         self.files = FileCounts(order)
         self.documents: dict[str, _Document] = {}
         self._file_names: dict[str, Counter[bytes]] = {}
@@ -260,12 +261,13 @@ class WorkspaceModel:
             left_out = names_in(document.texts[cursor_line].encode("utf-8", errors="replace"))
         return Fusion(
             NGramModel(scopes, self.vocabulary_size, self.order),
-            IdentifierModel(self.names, left_out),
+            IdentifierModel(self.names, left_out, syntax=Syntax.of(current)),
             weights,
         )
 
     def stats(self) -> dict:
-        """Sizes for ``cpc/status``: files, bytes, tokens, open documents, distinct names, memory."""
+        """Sizes for ``cpc/status``: files, bytes, tokens, open documents, distinct names (the language's own
+        included, `cpc.identifiers.language_names`), memory."""
         document_tokens = sum(d.counts.tokens for d in self.documents.values())
         return {
             "files": self.files.files,

@@ -18,6 +18,16 @@ refund alone only takes back a bonus; without the penalty an invented name
 the workspace benchmark did not move. A word the user is typing that leads
 to no known name is theirs: it pays nothing.
 
+The penalty is for uses. Where a word starts (`cpc.syntax.Place.role`)
+decides how it is judged: a use, as above; the first word of a statement
+(``result = []``, or ``print(...)``) when it ends: it pays the penalty
+unless an assignment follows it (``=``, ``+=``, ``:``, ``,``), since then it
+is a new name; a definition (``def xor(i, j)``, ``for idx, elem in``,
+``as f``...) and prose (comments and strings) are not judged at all: their
+words are new, or not names. The known names include the language's own
+(`language_names`: keywords, builtins, the members of builtin types), which
+a file uses without defining them.
+
 The bonus is per byte, so a greedy step prefers the token that spells more
 of a known name (``checksum`` over ``c``: the model's ``c`` leads to
 ``compute_weighted_c_values``) instead of the one the model likes best now
@@ -48,6 +58,8 @@ a token starts with, and whether it ends the word (``ghted(`` spells
 
 from __future__ import annotations
 
+import builtins
+import keyword
 import re
 import threading
 import weakref
@@ -55,9 +67,11 @@ from bisect import bisect_left
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from functools import cache
 
 import numpy as np
 
+from cpc.syntax import C_LIKE, PROSE, DEFINE, USE, Place, Syntax
 from cpc.vocab import Vocabulary
 
 BONUS = 1.0
@@ -77,7 +91,51 @@ NAME = re.compile(rb"[A-Za-z_$\x80-\xff]*[A-Za-z$\x80-\xff][A-Za-z0-9_$\x80-\xff
 A run of underscores alone (a ``# ______`` rule in a comment) is no name: as one, it led the decoder
 to spell ``___________________________`` after a typed ``__``."""
 
+_ASSIGNMENT = re.compile(rb"\s*(?:=(?!=)|(?:[-+*/%&|^@]|//|\*\*|>>|<<)=|:(?!=)|,|\Z)")
+"""What follows a name being assigned: ``=`` (not ``==``), an augmented assignment, an annotation's ``:``,
+another target's ``,``; or nothing yet."""
+
 _WORD_BYTES = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_$") | frozenset(range(0x80, 0x100))
+
+
+_JAVASCRIPT_NAMES = """
+break case catch class const continue debugger default delete do else export extends false finally for function if
+import in instanceof new null return super switch this throw true try typeof var void while with yield let static
+enum await async of get set from as undefined NaN Infinity arguments globalThis Object Function Array String Number
+Boolean Symbol BigInt Math JSON Date RegExp Error TypeError RangeError SyntaxError ReferenceError EvalError URIError
+AggregateError Promise Proxy Reflect Map Set WeakMap WeakSet WeakRef ArrayBuffer DataView Int8Array Uint8Array
+Int16Array Uint16Array Int32Array Uint32Array Float32Array Float64Array Intl console process Buffer require module
+exports __dirname __filename setTimeout clearTimeout setInterval clearInterval setImmediate clearImmediate
+queueMicrotask structuredClone parseInt parseFloat isNaN isFinite encodeURIComponent decodeURIComponent encodeURI
+decodeURI URL URLSearchParams TextEncoder TextDecoder AbortController fetch window document navigator length
+prototype constructor name message stack cause toString valueOf hasOwnProperty toLocaleString keys values entries
+assign create defineProperty getPrototypeOf setPrototypeOf getOwnPropertyNames freeze fromEntries is push pop shift
+unshift slice splice concat join reverse sort indexOf lastIndexOf includes find findIndex filter map forEach reduce
+some every flat flatMap fill at from isArray charAt charCodeAt codePointAt startsWith endsWith padStart padEnd repeat
+replace replaceAll split substring substr toLowerCase toUpperCase trim trimStart trimEnd match matchAll search
+localeCompare normalize fromCharCode test exec lastIndex source flags then resolve reject all allSettled any race has
+add clear size apply call bind parse stringify abs ceil floor round max min pow sqrt random sign trunc log exp now
+getTime toISOString toJSON error warn info debug trace env argv exit cwd nextTick on once emit off removeListener
+addListener pipe write end read close readFile readFileSync writeFile writeFileSync existsSync mkdirSync
+readdirSync statSync dirname basename extname relative isAbsolute sep toFixed isInteger iterator done value next
+"""
+
+
+@cache
+def language_names() -> Counter[bytes]:
+    """Names a file uses without defining them: Python's keywords, builtins and the members of its builtin types
+    (as this interpreter lists them), and JavaScript's keywords, globals and the common members of its builtin
+    objects. Every workspace model knows them (`cpc.fusion.WorkspaceModel`).
+
+    >>> names = language_names()
+    >>> all(name in names for name in (b"enumerate", b"append", b"startswith", b"forEach", b"console"))
+    True
+    """
+    found = set(keyword.kwlist + keyword.softkwlist) | set(dir(builtins)) | set(_JAVASCRIPT_NAMES.split())
+    for value in vars(builtins).values():
+        if isinstance(value, type):
+            found.update(dir(value))
+    return Counter({name.encode(): 1 for name in found if NAME.fullmatch(name.encode())})
 
 
 def names_in(text: bytes) -> Counter[bytes]:
@@ -106,12 +164,16 @@ class TokenShapes:
         self.pieces = pieces
         self.lead = np.zeros(size, dtype=np.int32)
         self.breaks = np.zeros(size, dtype=bool)
+        self.assigns = np.zeros(size, dtype=bool)
+        """Tokens whose bytes after the word they end begin an assignment to it (`` =``, ``+=``, ``:``, ``,``),
+        or are blank: a statement's first word ended by one may be a new name."""
         for token, piece in enumerate(pieces):
             if not piece:
                 continue
             lead = _lead(piece)
             self.lead[token] = lead
             self.breaks[token] = lead < len(piece)
+            self.assigns[token] = _ASSIGNMENT.match(piece, lead) is not None
         self.words = _grouped(pieces, (t for t in range(size) if pieces[t] and not self.breaks[t]), None)
         """Tokens made only of identifier bytes, by their bytes."""
         self.finishers = _grouped(pieces, np.flatnonzero(self.breaks & (self.lead > 0)).tolist(), self.lead.__getitem__)
@@ -169,8 +231,10 @@ def _lead(piece: bytes) -> int:
 class NameCounts:
     """How often each name occurs in the workspace, the names in byte order, and the tokens that lead to one."""
 
-    def __init__(self, shapes: TokenShapes) -> None:
+    def __init__(self, shapes: TokenShapes, base: Counter[bytes] | None = None) -> None:
+        """``base``: names every workspace knows (`language_names`), counted once each."""
         self.shapes = shapes
+        self.base = frozenset(base or ())
         self.counts: Counter[bytes] = Counter()
         self._sorted: list[bytes] = []
         self._unsorted: set[bytes] = set()
@@ -181,6 +245,7 @@ class NameCounts:
         """Per token: the word its last identifier bytes open (or are) leads to a name. Kept up to date
         name by name, so a request does not look 200,000 stems up in the names."""
         self.lock = threading.Lock()
+        self.add(Counter(dict.fromkeys(self.base, 1)))
 
     def add(self, names: Counter[bytes]) -> None:
         with self.lock:
@@ -245,26 +310,44 @@ class _Prefix:
     """What a word-so-far allows next: tokens that extend it toward a name, tokens that finish one."""
 
     extend: np.ndarray
+    """Tokens that spell on toward a name of the project (they earn)."""
     finish: np.ndarray
+    """Tokens that end the word on a name of the project (they earn)."""
+    keep: np.ndarray
+    """Tokens that spell on toward a language name only (`IdentifierModel.borrowed`): no bonus, no penalty."""
+    close: np.ndarray
+    """Tokens that end the word on a language name only: it gives back what it earned, and pays nothing."""
     is_name: bool
+    """The word is a name of the project."""
+    is_known: bool
+    """The word is a name, the project's or the language's."""
     cap: int
-    """The most bytes one token earns for: the shortest rest of a name that starts with the word."""
+    """The most bytes one token earns for: the shortest rest of a project's name that starts with the word."""
 
 
-State = tuple[bytes | None, float]
-"""(identifier bytes so far, or None when they lead to no known name; bonus earned by them so far)."""
+State = tuple[bytes | None, float, str, Place]
+"""(identifier bytes so far, or None when they lead to no known name or are not judged; bonus earned by them so
+far; how the word is judged: `USE`, `START`, `DUE` or nothing; where the text is)."""
+
+DUE = "due"
+"""A statement's first word that left every name: the penalty is due when it ends, unless an assignment follows."""
 
 
 class IdentifierModel:
     """The fusion model over a snapshot of the names (``left_out``: occurrences that do not count)."""
 
-    def __init__(self, names: NameCounts, left_out: Counter[bytes] | None = None, penalty: float = PENALTY) -> None:
+    def __init__(self, names: NameCounts, left_out: Counter[bytes] | None = None, penalty: float = PENALTY,
+                 syntax: Syntax = C_LIKE) -> None:
         shapes = names.shapes
         self.shapes = shapes
         self.penalty = penalty
+        self.syntax = syntax
+        """How the document writes comments and strings (`cpc.syntax.Syntax.of` its name)."""
         with names.lock:
             self.sorted = list(names.sorted)
             self.excluded = {name for name, count in (left_out or {}).items() if names.counts.get(name, 0) <= count}
+            self.borrowed = frozenset(name for name in names.base if names.counts.get(name, 0) <= 1)
+            """The language's names the workspace does not use: known, but they earn no bonus."""
             leads = names.leads.copy()
             lost = Counter(stem for name in self.excluded for stem in names.stems_of(name))
             for stem, count in lost.items():
@@ -275,32 +358,50 @@ class IdentifierModel:
         """Scores of the words tokens open after a break: nothing, or the penalty for one that leads nowhere."""
         self._fresh = np.where(shapes.breaks, self._opening, dead * (shapes.length > 0))
         """Scores from outside a word: whole-word tokens are judged too."""
+        self._free = np.zeros(len(shapes), dtype=np.float32)
+        """Scores of the words tokens open where no penalty is due (they may be new names, or prose)."""
+        self._unless_assigned = np.where(shapes.breaks & ~shapes.assigns, np.float32(-penalty), np.float32(0.0))
+        """What a statement's first word pays when a token ends it on no name: nothing where an assignment follows."""
         self._prefixes: dict[bytes, _Prefix] = {}
 
     def start(self, text: bytes, overhang: bytes = b"") -> tuple[float, State]:
         """The state after ``text`` (typed bytes earn nothing), then the score of ``overhang`` bytes beyond them."""
         word = trailing_word(text)
-        state: State = (word if self._leads_to_name(word) else None, 0.0)
+        before = Place.of(text[: len(text) - len(word)], self.syntax)
+        _, state = self._opened(word, before.role(), before.after(word))
+        if state[0] is None:  # the user's own word, leading to no name: it pays nothing, now or later
+            state = (None, 0.0, "", state[3])
         if not overhang:
             return 0.0, state
         return self._step(state, overhang, None)
 
     def row(self, state: State) -> np.ndarray:
-        """Every token's score from ``state``: bonus on the way to a name, refund when leaving it."""
-        word, earned = state
-        if word is None:  # in a word that leads to no name: only the words tokens open count
-            return self._opening.copy()
+        """Every token's score from ``state``: bonus on the way to a name, refund when leaving it.
+
+        A word a token opens is judged as a word that starts where ``state`` is (`Place.role`).
+        """
+        word, earned, judged, place = state
+        opening = self._opening if place.role() == USE else self._free
+        if word is None:  # in a word that leads to no name, or is not judged: only the words tokens open count
+            return opening + self._unless_assigned if judged == DUE else opening.copy()
         if not word:
-            return self._fresh.copy()
-        leaving = np.float32(-earned - self.penalty)
+            return (self._fresh if place.role() == USE else self._free).copy()
+        if judged == USE:
+            leaving = np.float32(-earned - self.penalty)
+        else:  # a statement's first word: the penalty only where a token ends it with no assignment after it
+            leaving = self._unless_assigned - np.float32(earned)
         prefix = self._prefix(word)
-        if prefix.is_name:  # a finished name keeps its bonus where the next token's first byte ends the word
-            row = self._opening.copy()
+        if prefix.is_known:  # a finished name keeps its bonus where the next token's first byte ends the word
+            row = opening.copy()
             np.add(row, leaving, where=self.shapes.goes_on, out=row)
+            if not prefix.is_name:  # a language name: the bonus earned toward the project's names goes back
+                np.subtract(row, np.float32(earned), where=self.shapes.ends_first, out=row)
         else:
-            row = self._opening + leaving
+            row = opening + leaving
+        row[prefix.keep] = 0.0
+        row[prefix.close] = opening[prefix.close] - np.float32(earned)
         row[prefix.extend] = _earned(self.shapes.length[prefix.extend], prefix.cap)
-        row[prefix.finish] = _earned(self.shapes.lead[prefix.finish], prefix.cap) + self._opening[prefix.finish]
+        row[prefix.finish] = _earned(self.shapes.lead[prefix.finish], prefix.cap) + opening[prefix.finish]
         return row
 
     def next_state(self, state: State, token: int) -> State:
@@ -310,40 +411,53 @@ class IdentifierModel:
         """A word left unfinished at the end gives its bonus back."""
         return np.array([
             -earned if word is not None and earned and not self._prefix(word).is_name else 0.0
-            for word, earned in states
-        ])
+            for word, earned, _, _ in states
+        ])  # a statement's first word still due at the end pays nothing: it may be a new name, as a typed word
 
     def _step(self, state: State, piece: bytes, token: int | None) -> tuple[float, State]:
-        word, earned = state
+        word, earned, judged, place = state
+        after = place.after(piece)
         lead = int(self.shapes.lead[token]) if token is not None else _lead(piece)
         if lead == len(piece):
             if word is None:
-                return 0.0, (None, 0.0)
+                return 0.0, (None, 0.0, judged, after)
             if not word:
-                return self._opened(piece)
+                return self._opened(piece, place.role(), after)
             longer = word + piece
             if self._leads_to_name(longer):
-                gain = float(_earned(len(piece), self._prefix(word).cap))
-                return gain, (longer, earned + gain)
-            return -earned - self.penalty, (None, 0.0)
+                gain = float(_earned(len(piece), self._prefix(word).cap)) if self._leads_to_name(longer, own=True) else 0.0
+                return gain, (longer, earned + gain, judged, after)
+            if judged == USE:
+                return -earned - self.penalty, (None, 0.0, "", after)
+            return -earned, (None, 0.0, DUE, after)
         score = 0.0
+        unless_assigned = 0.0 if _ASSIGNMENT.match(piece, lead) else self.penalty
         if word:  # a word this token starts and ends earned nothing, and gives nothing back
             finished = word + piece[:lead]
-            if self._is_name(finished):
+            if self._is_name(finished) and finished not in self.borrowed:
                 score += float(_earned(lead, self._prefix(word).cap))
+            elif self._is_name(finished):
+                score -= earned
             else:
-                score -= earned + self.penalty
+                score -= earned + (self.penalty if judged == USE else unless_assigned)
+        elif word is None and judged == DUE:
+            score -= unless_assigned
         trail = trailing_word(piece)
         if not trail:
-            return score, (b"", 0.0)
-        opened, state = self._opened(trail)
+            return score, (b"", 0.0, "", after)
+        opened, state = self._opened(trail, place.role(), after)  # judged as `row` judges it: where the token starts
         return score + opened, state
 
-    def _opened(self, word: bytes) -> tuple[float, State]:
-        """A word started by a token: free when it leads to a name, the penalty when it leads nowhere."""
+    def _opened(self, word: bytes, role: str, place: Place) -> tuple[float, State]:
+        """A word started in ``role``. A use is free when it leads to a name and pays the penalty when it leads
+        nowhere; a statement's first word that leads nowhere owes it (`DUE`); a definition and prose are not judged."""
+        if role in (DEFINE, PROSE):
+            return 0.0, (None, 0.0, "", place)
         if self._leads_to_name(word):
-            return 0.0, (word, 0.0)
-        return -self.penalty, (None, 0.0)
+            return 0.0, (word, 0.0, role, place)
+        if role == USE:
+            return -self.penalty, (None, 0.0, "", place)
+        return 0.0, (None, 0.0, DUE, place)
 
     def _names_starting(self, prefix: bytes) -> Iterable[bytes]:
         names = self.sorted
@@ -353,8 +467,10 @@ class IdentifierModel:
                 yield names[position]
             position += 1
 
-    def _leads_to_name(self, word: bytes) -> bool:
-        return not word or next(iter(self._names_starting(word)), None) is not None
+    def _leads_to_name(self, word: bytes, own: bool = False) -> bool:
+        """Whether some name starts with ``word`` (``own``: some name of the project, not `borrowed`)."""
+        names = self._names_starting(word)
+        return not word or next((name for name in names if not own or name not in self.borrowed), None) is not None
 
     def _is_name(self, word: bytes) -> bool:
         position = bisect_left(self.sorted, word)
@@ -368,17 +484,20 @@ class IdentifierModel:
 
     def _build_prefix(self, word: bytes) -> _Prefix:
         shapes = self.shapes
-        parts: set[bytes] = set()
-        rests: set[bytes] = set()
+        parts: dict[bool, set[bytes]] = {True: set(), False: set()}  # by whether the name is the project's own
+        rests: dict[bool, set[bytes]] = {True: set(), False: set()}
         for name in self._names_starting(word):
-            rest = name[len(word) :]
-            rests.add(rest)
-            parts.update(rest[:length] for length in range(1, len(rest) + 1))
+            rest, own = name[len(word) :], name not in self.borrowed
+            rests[own].add(rest)
+            parts[own].update(rest[:length] for length in range(1, len(rest) + 1))
         return _Prefix(
-            _union(shapes.words, parts),
-            _union(shapes.finishers, rests),
+            _union(shapes.words, parts[True]),
+            _union(shapes.finishers, rests[True]),
+            _union(shapes.words, parts[False] - parts[True]),
+            _union(shapes.finishers, rests[False] - rests[True]),
+            self._is_name(word) and word not in self.borrowed,
             self._is_name(word),
-            max(MIN_CAP, min((len(rest) for rest in rests if rest), default=1)),
+            max(MIN_CAP, min((len(rest) for rest in rests[True] if rest), default=1)),
         )
 
 

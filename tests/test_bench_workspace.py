@@ -146,14 +146,17 @@ def test_metrics_on_hand_made_completions(package):
 
     right = bw.score(case, directory, "mpute_weighted_checksum(frame[:-1])")
     assert right == {"next_identifier": True, "identifier_exact": True, "word_exact": True, "line_exact": True,
-                     "names": 2, "undefined": []}
+                     "names": 2, "undefined": [], "words_in_prose": 0}
 
     other_args = bw.score(case, directory, "mpute_weighted_checksum(frame [: -1]) ")
     assert other_args["identifier_exact"] and not other_args["line_exact"]  # same names, other spacing
 
     invented = bw.score(case, directory, "mpute_checksum(frame, weights=WEIGHTS)")
     assert invented == {"next_identifier": False, "identifier_exact": False, "word_exact": False,
-                        "line_exact": False, "names": 4, "undefined": ["compute_checksum"]}
+                        "line_exact": False, "names": 4, "undefined": ["compute_checksum"], "words_in_prose": 0}
+    # words in a comment are no names: not counted, undefined or not
+    commented = bw.score(case, directory, "mpute_checksum(frame)  # the checksum of every frame")
+    assert (commented["names"], commented["undefined"], commented["words_in_prose"]) == (2, ["compute_checksum"], 5)
 
     # builtins, the module's imports (read, not executed) and names of the file itself are known
     known = bw.score(case, directory, "nfigure_frames(len(textwrap.indent(check_frame, 2)), total)")
@@ -161,7 +164,8 @@ def test_metrics_on_hand_made_completions(package):
     assert bw.score(case, directory, "unt(textwrap.shorten)")["undefined"] == []  # list.count, str.count...
 
     assert bw.score(case, directory, "") == {"next_identifier": False, "identifier_exact": False,
-                                             "word_exact": False, "line_exact": False, "names": 0, "undefined": []}
+                                             "word_exact": False, "line_exact": False, "names": 0, "undefined": [],
+                                             "words_in_prose": 0}
 
 
 def test_the_cursor_line_is_not_known_to_the_workspace(package):

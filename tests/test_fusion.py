@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections import Counter
 
 import numpy as np
 import pytest
@@ -10,7 +11,10 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from cpc.fusion import FusionWeights, WorkspaceModel
-from cpc.identifiers import BONUS, MIN_CAP, PENALTY, IdentifierModel, NameCounts, TokenShapes, names_in
+from cpc.identifiers import (
+    _ASSIGNMENT, BONUS, MIN_CAP, PENALTY, IdentifierModel, NameCounts, TokenShapes, language_names, names_in,
+)
+from cpc.syntax import DEFINE, PROSE, PYTHON, START, USE, Place
 from cpc.ngram import DISCOUNT, SCALE, DocumentCounts, FileCounts, Merged, NGramModel, WithoutLine, ngrams
 from cpc.tokenizer import TiktokenTokenizer
 from tests.strategies import code_text, examples
@@ -122,7 +126,9 @@ def test_incremental_updates_equal_a_rebuild(cl100k, text, steps):
     assert live.names.support == rebuilt.names.support
     assert np.array_equal(live.names.leads, rebuilt.names.leads)
     live.close_document("doc")
-    assert not live.names.counts and not live.names.sorted and not live.names.support and not live.names.leads.any()
+    fresh = WorkspaceModel(cl100k, order=4)  # it knows the language's own names (and nothing more)
+    assert live.names.counts == fresh.names.counts and live.names.sorted == fresh.names.sorted
+    assert live.names.support == fresh.names.support and np.array_equal(live.names.leads, fresh.names.leads)
 
 
 # --- the identifier model -----------------------------------------------------------------------
@@ -131,11 +137,19 @@ TOY_PIECES = [b"comp", b"ute", b"uted", b"_", b"x", b"s", b"(", b" ", b" comp", 
 TOY_NAMES = [b"compute", b"compute_x", b"comp_s", b"x", b"cox"]
 
 
-@pytest.fixture(scope="module")
-def toy_identifiers() -> IdentifierModel:
-    names = NameCounts(TokenShapes(TOY_PIECES))
+TOY_LANGUAGE = (b"comp", b"cut", b"xo", b"x")
+"""Names of the toy's language: ``x`` the project uses too; the others are `IdentifierModel.borrowed`."""
+
+
+def toy_model(language: tuple[bytes, ...] = ()) -> IdentifierModel:
+    names = NameCounts(TokenShapes(TOY_PIECES), base=Counter(dict.fromkeys(language, 1)))
     names.add(names_in(b" ".join(TOY_NAMES)))
-    return IdentifierModel(names)
+    return IdentifierModel(names, syntax=PYTHON)
+
+
+@pytest.fixture(scope="module", params=[(), TOY_LANGUAGE], ids=["project names", "and language names"])
+def toy_identifiers(request) -> IdentifierModel:
+    return toy_model(request.param)
 
 
 def _words(data: bytes) -> list[tuple[int, int]]:
@@ -159,13 +173,25 @@ def _words(data: bytes) -> list[tuple[int, int]]:
 @example(b"x = comp", [1, 3, 5, 6])  # compute_s( : started, not finished
 @example(b"x = ", [8, 5, 7])  # " comp", "s", " ": a word that leaves the names
 @example(b"y = compz", [1, 6])  # the user's own new word pays nothing
+@example(b"", [8, 5, 7])  # the same new word at a statement's start, then a blank: it may be assigned, so no penalty
+@example(b"", [8, 5, 6])  # ... then "(": a call of a name that does not exist, so the penalty
+@example(b"x = (", [10, 8, 5, 7])  # after a line break too
 def test_a_word_keeps_its_bonus_only_when_it_ends_on_a_name(toy_identifiers, typed, tokens):
-    """Scores along any token path, plus `final`, add up to what the words that end as names earned,
-    less the penalty for each word that was seen to leave every name.
+    """Scores along any token path, plus `final`, add up to what the words that end as the project's names
+    earned, less the penalty for each word used (`cpc.syntax.USE`) that was seen to leave every name (the
+    language's included), and for each statement's first word (`cpc.syntax.START`) that did and then ended
+    on something other than an assignment.
 
-    So a name that is started and not finished nets exactly zero (the refund).
+    So a name that is started and not finished nets exactly zero (the refund), and so does one that ends on
+    a language name the project does not use.
     """
     model = toy_identifiers
+    own = set(TOY_NAMES)
+    known = own | set(model.borrowed)
+
+    def leads(word: bytes) -> bool:
+        return any(name.startswith(word) for name in known)
+
     total, state = model.start(typed)
     for token in tokens:
         total += float(model.row(state)[token])
@@ -178,9 +204,15 @@ def test_a_word_keeps_its_bonus_only_when_it_ends_on_a_name(toy_identifiers, typ
         offset = spans[-1][1]
     expected = 0.0
     for start, end in _words(text):
-        if end == len(typed) < len(text) and _leads(text[start:end]) and text[start:end] not in TOY_NAMES:
-            expected -= PENALTY  # the typed word, ended on no name by the first token
-        if end <= len(typed) or (start < len(typed) and not _leads(text[start : len(typed)])):
+        role = Place.of(text[:start], model.syntax).role()
+        ending = next((hi for lo, hi in spans if lo <= end < hi), None)  # where the token that ends the word ends
+        assigned = ending is None or _ASSIGNMENT.match(text[end:ending]) is not None
+        penalty = PENALTY if role == USE or (role == START and not assigned) else 0.0
+        if role in (DEFINE, PROSE):
+            continue
+        if end == len(typed) < len(text) and leads(text[start:end]) and text[start:end] not in known:
+            expected -= penalty  # the typed word, ended on no name by the first token
+        if end <= len(typed) or (start < len(typed) and not leads(text[start : len(typed)])):
             continue  # typed, or the user's own word
         tokens_in = [(lo, hi) for lo, hi in spans if lo < end and hi > start]
         # Judged at the end of each token in the word (on the way to a name?) and where it ends (a name?),
@@ -188,29 +220,25 @@ def test_a_word_keeps_its_bonus_only_when_it_ends_on_a_name(toy_identifiers, typ
         if start >= len(typed) and len(tokens_in) == 1 and end < tokens_in[0][1]:
             continue
         checks = [text[start:hi] if hi <= end else None for _, hi in tokens_in]
-        leaves = any(_leads(so_far) is False for so_far in checks if so_far is not None)
-        if end < len(text) and text[start:end] not in TOY_NAMES:
+        leaves = any(leads(so_far) is False for so_far in checks if so_far is not None)
+        if end < len(text) and text[start:end] not in known:
             leaves = True
-        expected -= PENALTY * leaves
-        if text[start:end] not in TOY_NAMES:
+        expected -= penalty * leaves
+        if text[start:end] not in own:
             continue
         # The typed bytes and a word's first token earn nothing; the others earn their bytes in the word,
-        # at most the shortest rest of a name that starts with the word so far (and at least MIN_CAP).
+        # at most the shortest rest of a project's name that starts with the word so far (and at least MIN_CAP).
         inside = [(max(lo, start), min(hi, end)) for lo, hi in tokens_in]
         for lo, hi in inside if start < len(typed) else inside[1:]:
             so_far = text[start:lo]
-            cap = min(len(n) - len(so_far) for n in TOY_NAMES if n.startswith(so_far) and len(n) > len(so_far))
+            cap = min(len(n) - len(so_far) for n in own if n.startswith(so_far) and len(n) > len(so_far))
             expected += BONUS * min(hi - lo, max(MIN_CAP, cap))
     assert total == pytest.approx(expected)
 
 
-def _leads(word: bytes) -> bool:
-    return any(name.startswith(word) for name in TOY_NAMES)
-
-
 def test_rows_agree_with_the_steps(toy_identifiers):
     model = toy_identifiers
-    for typed in (b"", b"x = comp", b"x = compute", b"(compz", b"x = co", b"(", b"x = c"):
+    for typed in (b"", b"x = comp", b"x = compute", b"(compz", b"x = co", b"(", b"x = c", b"x = cu", b"    comp"):
         _, state = model.start(typed)
         row = model.row(state)
         for token in range(len(TOY_PIECES)):
@@ -222,11 +250,47 @@ def test_the_word_at_the_cursor_is_no_name():
     names.add(names_in(b"compute x"))
     model = IdentifierModel(names, left_out=names_in(b"compute"))
     _, state = model.start(b"= comp")
-    assert state == (None, 0.0)
-    assert IdentifierModel(names).start(b"= comp")[1] == (b"comp", 0.0)
+    assert state[:3] == (None, 0.0, "")
+    assert IdentifierModel(names).start(b"= comp")[1][:2] == (b"comp", 0.0)
     comp = TOY_PIECES.index(b" comp")  # a word no name left in the snapshot starts: the penalty
-    assert model.row(model.start(b"=")[1])[comp] == -PENALTY == model._step((b"", 0.0), b" comp", comp)[0]
+    after = model.start(b"=")[1]
+    assert model.row(after)[comp] == -PENALTY == model._step(after, b" comp", comp)[0]
     assert IdentifierModel(names).row(model.start(b"=")[1])[comp] == 0.0
+
+
+@pytest.mark.parametrize("typed, role", [
+    (b"x = f(comp", USE),  # a use: a word that leaves every name pays
+    (b"    comp", START),  # a statement's first word may be a new name: it earns, and pays only if no assignment follows
+    (b"def comp", DEFINE), (b"for x, comp", DEFINE), (b"def f(a, comp", DEFINE),  # new names: not judged
+    (b"x = 1  # comp", PROSE), (b"x = 'comp", PROSE),  # not names: not judged
+])
+def test_where_a_word_starts_decides_how_it_is_judged(typed, role):
+    model = toy_model()
+    state = model.start(typed)[1]
+    row = model.row(state)
+    leave, spell = TOY_PIECES.index(b"s"), TOY_PIECES.index(b"ute")  # "comps" leaves the names, "compute" is one
+    if role == USE:
+        assert (row[leave], row[spell]) == (-PENALTY, BONUS * MIN_CAP)
+    elif role == START:
+        assert (row[leave], row[spell]) == (0.0, BONUS * MIN_CAP)
+        called, assigned = TOY_PIECES.index(b"("), TOY_PIECES.index(b" ")  # "comp(": no such name; "comp =" may be new
+        assert (row[called], row[assigned]) == (-PENALTY, 0.0)
+    else:
+        assert not row.any() and state[0] is None
+
+
+def test_the_language_s_own_names_are_known(cl100k):
+    """A small file uses names it never defines: builtins and their members are names, so they pay no penalty;
+    they earn no bonus either, unless the project uses them: the bonus is for the project's names."""
+    workspace = WorkspaceModel(cl100k)
+    workspace.update_document("file:///a.py", "items = enumerate(rows)\n")
+    fusion = workspace.fusion("file:///b.py")
+    for text, good, earns in ((b"x = enumer", b"ate", True), (b"y = s.starts", b"with", False), (b"y = arr.for", b"Each", False)):
+        _, state = fusion.identifiers.start(text)
+        row = fusion.identifiers.row(state)
+        assert state[0] == text.rpartition(b".")[2].rpartition(b" ")[2]
+        assert (row[cl100k.encode(good)[0]] > 0) == earns and row[cl100k.encode(good)[0]] >= 0
+        assert row[cl100k.encode(b"qzx")[0]] < 0, "a word that leaves every name still pays"
 
 
 # --- fusion over a real tokenizer ---------------------------------------------------------------
@@ -263,7 +327,7 @@ def test_workspace_stats_count_what_was_added(cl100k):
     workspace.update_document("main.py", MAIN)
     stats = workspace.stats()
     assert stats["files"] == 1 and stats["documents"] == 1 and stats["bytes"] == len(LIB)
-    assert stats["identifiers"] == len(names_in((LIB + MAIN).encode()))
+    assert stats["identifiers"] == len(names_in((LIB + MAIN).encode()).keys() | language_names().keys())
     assert stats["tokens"] == len(cl100k.encode(LIB.encode())) + len(cl100k.encode(MAIN.encode())) or stats["tokens"] > 0
     workspace.remove_file("lib.py")
     assert b"compute_weighted_checksum" not in workspace.names.counts

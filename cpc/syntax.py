@@ -1,0 +1,156 @@
+"""Where a word is written: in code or in prose, as a new name or as a use of one (a line-level reading, no parser).
+
+The identifier model (`cpc.identifiers`) holds each word the decoder spells
+against the workspace's names. That is right for a use (``self.widht``
+is a slip, ``outputStream`` an invention) and wrong elsewhere:
+
+- in prose, a comment or a string, words are not names at all;
+- a definition brings a new name in: ``def xor(i, j)``, ``for idx, elem in``,
+  ``as f``, ``lambda x``, ``let``/``const``/``var``, ``function f(a, b)``,
+  ``catch (e)`` (an imported name is not one: it names what another module
+  defines);
+- the first word of a statement may be a new name (``result = []``,
+  ``self.total = 0``) as well as a use (``print(...)``).
+
+`Place` follows the text as it is written: which string or comment it is
+inside (opened and closed as the bytes come, escapes and all), and the
+current line. `Place.role` reads the role of a word that starts there:
+
+    >>> [Place.of(text, PYTHON).role() for text in (b"def f(a, ", b"for idx, ", b"x = f(a, ")]
+    ['define', 'define', 'use']
+    >>> [Place.of(text, PYTHON).role() for text in (b"    # the ", b"s = 'a ", b"'''Doc\\n", b"    ")]
+    ['prose', 'prose', 'prose', 'start']
+    >>> Place.of(b"const { a, ", C_LIKE).role(), Place.of(b"x = y // a ", C_LIKE).role()
+    ('define', 'prose')
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import PurePosixPath
+
+USE, START, DEFINE, PROSE = "use", "start", "define", "prose"
+"""The roles of a word: a use of a name; the first word of a statement (a new name or a use); a new name;
+not a name (in a comment or a string)."""
+
+MAX_LINE = 512
+"""The bytes of the current line a place keeps (its start tells a definition, its end the rest)."""
+
+_DEFINES = re.compile(
+    rb"""
+    (?:^|[^\w.$])(?:def|class|function|let|const|var|as|global|nonlocal|lambda)\s+\Z  # the name after the keyword
+    | ^\s*(?:async\s+)?def\s+\w+\s*\((?:[^()]|\([^()]*\))*\Z       # a def's parameters
+    | (?:^|[^\w.$])function\b[^(]*\([^)]*\Z                         # a function's parameters
+    | ^\s*(?:async\s+)?for\s+(?:(?!\bin\b)[\w\s,()\[\]*])*\Z       # a for loop's targets, before `in`
+    | (?:^|[^\w.$])lambda\s+[\w\s,=*]*\Z                            # a lambda's parameters
+    | (?:^|[^\w.$])(?:let|const|var)\s+[\w\s,{}\[\]:]*\Z            # declared names, destructuring too
+    | (?:^|[^\w.$])catch\s*\(\s*\Z                                  # a caught exception
+    """,
+    re.X,
+)
+_STARTS = re.compile(
+    rb"""
+    \s*                                   # a statement's start
+    | \s*[\w$]+(?:\s*,\s*[\w$]+)*\s*,\s*  # more targets of an assignment (`a, b = ...`)
+    | \s*[\w$]+(?:\.[\w$]+)*\.            # an attribute at a statement's start (`self.total = 0`, or a call)
+    """,
+    re.X,
+)
+
+
+@dataclass(frozen=True)
+class Syntax:
+    """How a language writes comments and strings."""
+
+    line_comment: bytes
+    block_comment: tuple[bytes, bytes] | None
+    quotes: tuple[bytes, ...]
+    """String delimiters, longer first (a triple quote before a single one)."""
+    multiline: frozenset[bytes]
+    """The delimiters whose strings may span lines (the others end at the line's end)."""
+    openers: re.Pattern = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        block = (self.block_comment[0],) if self.block_comment else ()
+        found = b"|".join(re.escape(token) for token in (b"\n", self.line_comment, *block, *self.quotes))
+        object.__setattr__(self, "openers", re.compile(found))
+
+    @staticmethod
+    def of(name: str | None) -> Syntax:
+        """The syntax of a document by its name or URI's extension: `PYTHON` for ``#``-comment languages,
+        `C_LIKE` for the others (JavaScript, TypeScript, C, Java, Go, Rust...) and for no extension.
+
+        >>> Syntax.of("file:///w/a.py") is PYTHON, Syntax.of("file:///w/b.ts") is C_LIKE, Syntax.of(None) is C_LIKE
+        (True, True, True)
+        """
+        suffix = PurePosixPath(name or "").suffix.lower()
+        return PYTHON if suffix in _HASH_COMMENTS else C_LIKE
+
+
+PYTHON = Syntax(b"#", None, (b'"""', b"'''", b'"', b"'"), frozenset({b'"""', b"'''"}))
+"""Python, and the other languages with ``#`` comments."""
+C_LIKE = Syntax(b"//", (b"/*", b"*/"), (b"`", b'"', b"'"), frozenset({b"`"}))
+"""JavaScript and the languages that comment like C."""
+_HASH_COMMENTS = frozenset(
+    ".py .pyi .pyw .sh .bash .zsh .rb .pl .pm .r .yaml .yml .toml .cfg .cmake .jl .ex .exs .nim .tcl .ps1".split()
+)
+
+
+@dataclass(frozen=True)
+class Place:
+    """A point in a text being written: the current line, and the string or comment it is inside."""
+
+    syntax: Syntax
+    line: bytes = b""
+    """The current line up to here (its last `MAX_LINE` bytes)."""
+    inside: bytes | None = None
+    """The delimiter of the string or comment the text is inside; None in code."""
+
+    @classmethod
+    def of(cls, text: bytes, syntax: Syntax) -> Place:
+        """The place at the end of ``text`` (read from its start: a text that starts inside a string is misread)."""
+        return cls(syntax).after(text)
+
+    def after(self, data: bytes) -> Place:
+        """The place once ``data`` is written here."""
+        syntax, inside, position = self.syntax, self.inside, 0
+        while position < len(data):
+            if inside is None:
+                found = syntax.openers.search(data, position)
+                if found is None:
+                    break
+                position, inside = found.end(), (None if found.group() == b"\n" else found.group())
+            else:
+                position, inside = self._close(data, position, inside)
+        line = (self.line + data).rpartition(b"\n")[2][-MAX_LINE:]
+        return Place(syntax, line, inside)
+
+    def _close(self, data: bytes, position: int, inside: bytes) -> tuple[int, bytes | None]:
+        """Where the string or comment opened by ``inside`` ends in ``data`` (after ``position``)."""
+        syntax = self.syntax
+        if inside == syntax.line_comment:
+            end = data.find(b"\n", position)
+            return (len(data), inside) if end < 0 else (end + 1, None)
+        if syntax.block_comment and inside == syntax.block_comment[0]:
+            end = data.find(syntax.block_comment[1], position)
+            return (len(data), inside) if end < 0 else (end + len(syntax.block_comment[1]), None)
+        while True:  # a string: its closing delimiter, not an escaped one
+            end = data.find(inside, position)
+            newline = -1 if inside in syntax.multiline else data.find(b"\n", position, None if end < 0 else end)
+            if newline >= 0:
+                return newline + 1, None  # an unclosed string ends with its line
+            if end < 0:
+                return len(data), inside
+            backslashes = len(data[position:end]) - len(data[position:end].rstrip(b"\\"))
+            position = end + len(inside)
+            if backslashes % 2 == 0:
+                return position, None
+
+    def role(self) -> str:
+        """The role of a word that starts here: `PROSE`, `DEFINE`, `START` or `USE`."""
+        if self.inside is not None:
+            return PROSE
+        if _DEFINES.search(self.line):
+            return DEFINE
+        return START if _STARTS.fullmatch(self.line) else USE
