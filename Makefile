@@ -8,6 +8,8 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 OUT := out
+# npm's own JavaScript: the second development set of the quality benchmarks.
+NPM_LIB := $(shell npm root -g 2>/dev/null)/npm/**/lib/**/*.js
 
 CODE_SERVER := tools/code-server
 CODE_SERVER_STAMP := $(CODE_SERVER)/node_modules/.installed
@@ -83,6 +85,8 @@ bench: $(STAMP)
 	mkdir -p $(OUT)
 	$(BIN)/python tests/bench_candidates.py --json $(OUT)/bench_candidates.json --plot $(OUT)/bench_candidates.png
 	$(BIN)/python tests/bench_beam.py --json $(OUT)/bench_beam.json --plot $(OUT)/bench_beam.png
+	$(BIN)/python tests/bench_server.py --files '<stdlib>/[a-m]*.py' --cases 200 --seed 1 --json $(OUT)/bench_server_stdlib.json --plot $(OUT)/bench_server_stdlib.png
+	$(BIN)/python tests/bench_server.py --files '$(NPM_LIB)' --cases 200 --seed 1 --json $(OUT)/bench_server_npm.json --plot $(OUT)/bench_server_npm.png
 	$(BIN)/cpc bench --files '<stdlib>/[a-m]*.py' --cases 60 --seed 1 --json $(OUT)/bench_complete.json --plot $(OUT)/bench_complete.png
 	$(BIN)/cpc bench --files '<stdlib>/[a-m]*.py' --prompt short --cases 60 --seed 1 --json $(OUT)/bench_complete_short.json --plot $(OUT)/bench_complete_short.png
 	$(BIN)/python tests/profile_request.py --cases 12 --json $(OUT)/profile_request.json --plot $(OUT)/profile_request.png

@@ -34,7 +34,7 @@ from typing import Any
 from lsprotocol import types
 from pygls.lsp.client import LanguageClient
 
-from lsp_server.server import DOCUMENT_TEXT, STATUS, SUGGESTION_READY
+from lsp_server.server import DOCUMENT_TEXT, GROWTH_CAPABILITY, STATUS, SUGGESTION_READY
 
 
 @dataclass(eq=False)
@@ -121,6 +121,7 @@ class HeadlessEditor:
         capabilities = types.ClientCapabilities(
             window=types.WindowClientCapabilities(work_done_progress=True),
             general=types.GeneralClientCapabilities(position_encodings=[types.PositionEncodingKind.Utf16]),
+            experimental=GROWTH_CAPABILITY,  # it follows cpc/suggestionReady (suggest_over_time)
         )
         await self.client.initialize_async(
             types.InitializeParams(capabilities=capabilities, initialization_options=self.settings)

@@ -20,8 +20,9 @@ model loaded and none loading, requests answer an empty list. Each change of
 the load's state (loading, ready, error) is pushed to the client as a
 ``cpc/status`` notification, which the editors show.
 
-Growing suggestions (``wordBudgetMs``): a request whose generation runs
-past the word budget is answered at once with each suggestion cut after
+Growing suggestions (``wordBudgetMs``), for a client that declares it asks
+again (`GROWTH_CAPABILITY`; any other gets each suggestion whole): a request
+whose generation runs past the word budget is answered at once with each suggestion cut after
 its first word, and the model goes on to the end of the line in the
 background (`CPCServer.grow`); the suggestion cache then holds the whole
 line. When the cache holds more for the document's newest cursor than its
@@ -90,6 +91,8 @@ STATUS = "cpc/status"
 """A custom request (is the model ready, which one, the request counters), and the
 notification of the same name and shape the server sends when the model's state changes."""
 SUGGESTION_READY = "cpc/suggestionReady"
+GROWTH_CAPABILITY = {"cpc": {"suggestionReady": True}}
+"""The client's ``capabilities.experimental`` entry saying it asks again on `SUGGESTION_READY`."""
 """A notification (``{"uri", "version", "position"}``): a suggestion shown there has grown in the
 background, so the editor asks again there (VS Code: ``editor.action.inlineSuggest.showNext``;
 Neovim: the inline completion's own request) and the suggestion cache answers with the longer text."""
@@ -203,6 +206,9 @@ class CPCServer(CheckedLanguageServer):
         """The cursor of the newest request of all."""
         self._shown: dict[str, tuple[Cursor, list[str]]] = {}
         """Per document, the last request answered and its texts."""
+        self.client_grows = False
+        """Whether the client asks again on `SUGGESTION_READY` (`GROWTH_CAPABILITY`): only then is a request
+        answered early."""
         self.growing = 0
         """Suggestions answered early whose rest is still being generated (``cpc/status``: ``growing``)."""
         self._edits: dict[str, int] = {}
@@ -597,12 +603,15 @@ class CPCServer(CheckedLanguageServer):
             replace=types.Range(start=types.Position(line, units), end=types.Position(line, character)),
         )
 
-    async def suggest(self, cursor: Cursor) -> list[str]:
+    async def suggest(self, cursor: Cursor, may_grow: bool = False) -> list[str]:
         """Completions for ``cursor``: from the cache, or from the model unless a newer request came.
 
-        A first answer that ends after its first word (past ``wordBudgetMs``)
-        is returned at once, and the model work goes on to the end of the
-        line in the background (`grow`).
+        When ``may_grow`` (an automatic inline request) and the client asks
+        again (`client_grows`), a first answer that ends after its first words
+        (past ``wordBudgetMs``) is returned at once, and the model work goes on
+        to the end of the line in the background (`grow`). A request the user
+        invoked gets the whole suggestion: VS Code does not ask again at a
+        place where its items came from an invoked request.
         """
         self.counts["requests"] += 1
         ticket = next(self._tickets)
@@ -656,7 +665,8 @@ class CPCServer(CheckedLanguageServer):
                 raise Cancelled("superseded while queued")
             try:
                 answer = self._run(stopped, lambda: self.session.complete(
-                    cursor.uri, cursor.prefix, cursor.suffix, options, stopped, fusion, wanted, early))
+                    cursor.uri, cursor.prefix, cursor.suffix, options, stopped, fusion, wanted,
+                    early if may_grow and self.client_grows else None))
             except Cancelled:
                 self.counts["stopped"] += 1
                 raise
@@ -808,6 +818,19 @@ def _settle_from(future: asyncio.Future, done: Future) -> None:
     _settle(future, None if error is not None else done.result(), error)
 
 
+def declares_growth(capabilities: types.ClientCapabilities) -> bool:
+    """Whether the client's experimental capabilities include `GROWTH_CAPABILITY`.
+
+    >>> declares_growth(types.ClientCapabilities(experimental={"cpc": {"suggestionReady": True}}))
+    True
+    >>> declares_growth(types.ClientCapabilities()), declares_growth(types.ClientCapabilities(experimental=[1]))
+    (False, False)
+    """
+    experimental = capabilities.experimental
+    entry = experimental.get("cpc") if isinstance(experimental, dict) else None
+    return isinstance(entry, dict) and entry.get("suggestionReady") is True
+
+
 def build_server(model: str | None = None) -> CPCServer:
     """A server ready to start on a transport; ``model`` (from ``--model``) wins over client settings."""
     server = CPCServer(model)
@@ -816,6 +839,7 @@ def build_server(model: str | None = None) -> CPCServer:
     def initialize(ls: CPCServer, params: types.InitializeParams) -> None:
         use_lsp_documents(ls.protocol)
         ls.folders_given = params.workspace_folders is not None
+        ls.client_grows = declares_growth(params.capabilities)
         ls.configure(params.initialization_options)
 
     @server.feature(types.INITIALIZED)
@@ -855,7 +879,8 @@ def build_server(model: str | None = None) -> CPCServer:
         ls: CPCServer, params: types.InlineCompletionParams
     ) -> types.InlineCompletionList:
         cursor = ls.cursor(params.text_document.uri, params.position)
-        texts = await ls.suggest(cursor)
+        automatic = params.context.trigger_kind == types.InlineCompletionTriggerKind.Automatic
+        texts = await ls.suggest(cursor, may_grow=automatic)
         return types.InlineCompletionList(
             items=[types.InlineCompletionItem(insert_text=cursor.word + text, range=cursor.replace) for text in texts]
         )

@@ -2,6 +2,8 @@
 
     python tests/bench_server.py [--files GLOB] [--cases 200] [--seed 1] [--prompt long|short]
                                  [--modes cpc,heal,naive] [--set KEY=VALUE ...] [--json OUT] [--plot OUT.png]
+    python tests/bench_server.py --show OUT.json    # the tables of an earlier run
+    python tests/bench_server.py ... --engine-later --json OUT.json; python tests/bench_server.py --add-engine OUT.json
 
 The development set's cursors (`cpc.bench.draw_cases`: inside identifiers
 of real code, half of them on a token boundary) go through ``cpc-lsp``
@@ -156,34 +158,29 @@ def through_engine(session: CompletionSession, cases: list[Case], modes: list[st
             answer = session.complete(uri, case.prefix, "", replace(options, mode=mode), fusion=settings.fusion_weights)
             session.close_document(uri)
             results[mode].append((answer.completions[0] if answer.completions else "", answer.engine_ms))
-        print(f"engine, {mode}: {len(cases)} cursors", file=sys.stderr, flush=True)
+            if (number + 1) % 20 == 0 or number + 1 == len(cases):
+                print(f"engine, {mode}: {number + 1}/{len(cases)} cursors", file=sys.stderr, flush=True)
     return results
 
 
 def run(model: str, files: str, cases: int, seed: int, prompt: str, modes: list[str], changes: dict,
-        pause: str = "read", horizon_s: float = MOMENTS_MS[-1] / 1000) -> dict:
-    """The benchmark: the ``--json`` object."""
-    session = CompletionSession()
-    session.load(model)
-    drawn = draw_cases(session.engine, expand(files), cases, seed)
-    if prompt == "short":
-        drawn = [replace(case, prefix=shorten(session.engine.tokenizer, case.prefix)) for case in drawn]
+        pause: str = "read", horizon_s: float = MOMENTS_MS[-1] / 1000, engine: bool = True) -> dict:
+    """The benchmark: the ``--json`` object (without the in-process engine's figures unless ``engine``)."""
     settings, problems = Settings().updated(changes)
     if problems:
         raise SystemExit("; ".join(problems))
-    engine_results = through_engine(session, drawn, modes, settings)
-    del session
+    session = CompletionSession()
+    session.load(model)
+    drawn = development_cases(session, files, cases, seed, prompt)
+    del session  # the server loads its own model
     timelines, served = asyncio.run(through_server(model, drawn, modes, changes, horizon_s, pause))
     result: dict = {
         "model": model, "files": files, "cases": len(drawn), "seed": seed, "prompt": prompt, "pause": pause,
         "settings": served.pop("settings"), "changed": changes, "server_counts": served,
         "engine_options": asdict(engine_options(settings)),
-        "moments_ms": list(MOMENTS_MS), "server": {}, "engine": {}, "server_over_engine": {}, "per_case": [],
+        "moments_ms": list(MOMENTS_MS), "server": {}, "per_case": [],
     }
     for mode in modes:
-        engine_rows = [judge(text, case) for (text, _), case in zip(engine_results[mode], drawn)]
-        result["engine"][mode] = mean_figures(engine_rows) | {
-            "p50_ms": round(statistics.median(ms for _, ms in engine_results[mode]), 1)}
         result["server"][mode] = {
             f"{ms}ms": mean_figures([judge(shown_at(answers, ms), case) for answers, case in zip(timelines[mode], drawn)])
             for ms in MOMENTS_MS
@@ -195,19 +192,67 @@ def run(model: str, files: str, cases: int, seed: int, prompt: str, modes: list[
             "last_answer_p50_ms": round(statistics.median(last), 1) if last else None,
             "answers_per_cursor": round(statistics.fmean(len(answers) for answers in timelines[mode]), 2),
         }
+    for number, case in enumerate(drawn):
+        result["per_case"].append({
+            "file": case.file, "kind": case.kind, "word": case.word_rest, "line": case.line_rest,
+            **{mode: {"answers": [(round(t * 1000, 1), text) for t, text in timelines[mode][number]]} for mode in modes},
+        })
+    if engine:
+        add_engine(result)
+    return result
+
+
+def development_cases(session: CompletionSession, files: str, cases: int, seed: int, prompt: str) -> list[Case]:
+    """The cursors, drawn as `cpc bench` draws them (the same for the same arguments)."""
+    drawn = draw_cases(session.engine, expand(files), cases, seed)
+    if prompt == "short":
+        drawn = [replace(case, prefix=shorten(session.engine.tokenizer, case.prefix)) for case in drawn]
+    return drawn
+
+
+def add_engine(result: dict) -> None:
+    """The in-process engine on the same cursors, beside the server's figures: it needs no quiet machine
+    (no time budget), so ``--engine-later`` can run it after the server's part, while the machine does other
+    work."""
+    session = CompletionSession()
+    session.load(result["model"])
+    drawn = development_cases(session, result["files"], result["cases"], result["seed"], result["prompt"])
+    settings, _ = Settings().updated(result["changed"])
+    modes = list(result["server"])
+    engine_results = through_engine(session, drawn, modes, settings)
+    result["engine"], result["server_over_engine"] = {}, {}
+    for mode in modes:
+        engine_rows = [judge(text, case) for (text, _), case in zip(engine_results[mode], drawn)]
+        result["engine"][mode] = mean_figures(engine_rows) | {
+            "p50_ms": round(statistics.median(ms for _, ms in engine_results[mode]), 1)}
         at_1s = result["server"][mode]["1000ms"]
         result["server_over_engine"][mode] = {
             name: round(at_1s[name] / result["engine"][mode][name], 3) if result["engine"][mode][name] else None
             for name in ("word_exact", "line_exact", "line_chars")
         }
-    for number, case in enumerate(drawn):
-        result["per_case"].append({
-            "file": case.file, "kind": case.kind, "word": case.word_rest, "line": case.line_rest,
-            **{mode: {"engine": engine_results[mode][number][0],
-                      "answers": [(round(t * 1000, 1), text) for t, text in timelines[mode][number]]}
-               for mode in modes},
-        })
-    return result
+        for row, (text, _) in zip(result["per_case"], engine_results[mode]):
+            row[mode]["engine"] = text
+    result["by_kind_1s"] = by_kind(result)
+
+
+def by_kind(result: dict, ms: int = 1000) -> dict[str, dict[str, dict[str, float]]]:
+    """Word and line exact at ``ms`` through the server, and in process, per kind of cursor (``inside`` a
+    token or on a token ``boundary``) and mode, from the run's ``per_case``."""
+    def share(texts: list[str], rows: list[dict], exact) -> float:
+        return round(statistics.fmean(float(bool(text) and exact(text, row)) for text, row in zip(texts, rows)), 4)
+
+    table: dict[str, dict[str, dict[str, float]]] = {}
+    for kind in sorted({row["kind"] for row in result["per_case"]}):
+        rows = [row for row in result["per_case"] if row["kind"] == kind]
+        table[kind] = {}
+        for mode in result["server"]:
+            served = [shown_at([(t / 1000, text) for t, text in row[mode]["answers"]], ms) for row in rows]
+            engine = [row[mode]["engine"] for row in rows]
+            table[kind][mode] = {"cursors": len(rows)}
+            for name, source in (("", served), ("engine_", engine)):
+                table[kind][mode][f"{name}word_exact"] = share(source, rows, lambda text, row: word_exact(text, row["word"]))
+                table[kind][mode][f"{name}line_exact"] = share(source, rows, lambda text, row: line_exact(text, row["line"]))
+    return table
 
 
 def print_summary(result: dict) -> None:
@@ -226,6 +271,10 @@ def print_summary(result: dict) -> None:
         print(f"{'':6} first answer p50 {moments['first_answer_p50_ms']} ms, last {moments['last_answer_p50_ms']} ms, "
               f"{moments['answers_per_cursor']} answers per cursor; at 1 s over the engine: "
               f"{result['server_over_engine'][mode]}")
+    for kind, modes in by_kind(result).items():
+        print(f"{kind} ({next(iter(modes.values()))['cursors']} cursors), at 1 s through the server (in process): "
+              + "; ".join(f"{mode} word {row['word_exact']:.1%} ({row['engine_word_exact']:.1%}), "
+                          f"line {row['line_exact']:.1%} ({row['engine_line_exact']:.1%})" for mode, row in modes.items()))
 
 
 def describe_pause(pause: str) -> str:
@@ -289,16 +338,27 @@ def main() -> int:
                         help="a server setting other than its default (camelCase, JSON value), for comparisons")
     parser.add_argument("--json")
     parser.add_argument("--plot")
+    parser.add_argument("--engine-later", action="store_true",
+                        help="leave out the in-process engine (it needs no quiet machine); --add-engine adds it")
+    parser.add_argument("--add-engine", metavar="JSON", help="add the engine's figures to an --engine-later run's JSON")
+    parser.add_argument("--show", metavar="JSON", help="print the tables of an earlier run's JSON, and plot it")
     args = parser.parse_args()
-    result = run(args.model, args.files, args.cases, args.seed, args.prompt, args.modes.split(","),
-                 dict(parse_setting(item) for item in args.set), args.pause)
+    if args.show or args.add_engine:
+        result = json.loads(Path(args.show or args.add_engine).read_text())
+        if args.add_engine:
+            add_engine(result)
+    else:
+        result = run(args.model, args.files, args.cases, args.seed, args.prompt, args.modes.split(","),
+                     dict(parse_setting(item) for item in args.set), args.pause, engine=not args.engine_later)
+    if args.json or args.add_engine:
+        Path(args.json or args.add_engine).write_text(json.dumps(result, indent=1))
+    if "engine" not in result:
+        print(f"the server's part is in {args.json}: --add-engine {args.json} adds the engine's", file=sys.stderr)
+        return 0
     print_summary(result)
-    if args.json:
-        Path(args.json).write_text(json.dumps(result, indent=1))
     if args.plot:
         plot(result, args.plot)
     return 0
-
 
 if __name__ == "__main__":
     sys.exit(main())

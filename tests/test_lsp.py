@@ -12,7 +12,7 @@ import pytest_lsp
 from lsprotocol import types
 from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
 
-from lsp_server.server import STATUS, SUGGESTION_READY
+from lsp_server.server import GROWTH_CAPABILITY, STATUS, SUGGESTION_READY
 from tests.lsp_status import status, wait_for_status
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -24,8 +24,11 @@ SETTINGS = {"debounceMs": 0, "maxTokens": 16, "promptBudgetMs": 0, "wordBudgetMs
 read-ahead: a request must find the worker free (a test counts whether model work was stopped)."""
 
 
-def initialize_params(encodings: list[str] | None = None, options: dict | None = None) -> types.InitializeParams:
+def initialize_params(encodings: list[str] | None = None, options: dict | None = None,
+                      grows: bool = True) -> types.InitializeParams:
     capabilities = client_capabilities("visual-studio-code")
+    if grows:  # as the project's editors do: it asks again on cpc/suggestionReady
+        capabilities.experimental = GROWTH_CAPABILITY
     if encodings:
         capabilities.general = types.GeneralClientCapabilities(position_encodings=encodings)
     return types.InitializeParams(capabilities=capabilities, initialization_options=options or SETTINGS)
@@ -90,16 +93,20 @@ def insert(client: LanguageClient, uri: str, version: int, line: int, character:
     )
 
 
-def inline_params(uri: str, line: int, character: int) -> types.InlineCompletionParams:
+def inline_params(uri: str, line: int, character: int,
+                  trigger: types.InlineCompletionTriggerKind = types.InlineCompletionTriggerKind.Automatic,
+                  ) -> types.InlineCompletionParams:
     return types.InlineCompletionParams(
         text_document=types.TextDocumentIdentifier(uri),
         position=types.Position(line, character),
-        context=types.InlineCompletionContext(trigger_kind=types.InlineCompletionTriggerKind.Automatic),
+        context=types.InlineCompletionContext(trigger_kind=trigger),
     )
 
 
-async def inline(client: LanguageClient, uri: str, line: int, character: int) -> types.InlineCompletionList:
-    return await client.text_document_inline_completion_async(inline_params(uri, line, character))
+async def inline(client: LanguageClient, uri: str, line: int, character: int,
+                 trigger: types.InlineCompletionTriggerKind = types.InlineCompletionTriggerKind.Automatic,
+                 ) -> types.InlineCompletionList:
+    return await client.text_document_inline_completion_async(inline_params(uri, line, character, trigger))
 
 
 def apply(text: str, item: types.InlineCompletionItem) -> str:
@@ -345,6 +352,41 @@ async def test_an_early_answer_grows_to_the_end_of_the_line_and_the_editor_is_to
     after = await status(client)
     assert after.from_cache == grown.from_cache + 1 and after.from_model == before.from_model + 1
     assert after.growing == 0 and after.running == 0
+
+
+async def test_an_invoked_request_gets_the_whole_line(client: LanguageClient):
+    """A request the user invoked is not answered early: VS Code does not ask again at a place where its items
+    came from an invoked request, so the first word would stay on screen."""
+    text, line, character = textwrap_case("self.break_on_hyphens = break_on_hyphens", "self.break_on_h")
+    client.workspace_did_change_configuration(
+        types.DidChangeConfigurationParams(settings={"cpc": {**SETTINGS, "wordBudgetMs": 1}}))
+    try:
+        open_document(client, "file:///invoked.py", text)
+        before = await status(client)
+        answer = await inline(client, "file:///invoked.py", line, character, types.InlineCompletionTriggerKind.Invoked)
+        after = await status(client)
+    finally:
+        client.workspace_did_change_configuration(types.DidChangeConfigurationParams(settings={"cpc": SETTINGS}))
+    assert answer.items[0].insert_text.startswith("break_on_hyphens ="), "the line, not its first word"
+    assert after.from_model == before.from_model + 1 and after.growing == 0
+
+
+async def test_a_client_that_does_not_ask_again_gets_the_whole_line_however_long_it_takes():
+    """Without `GROWTH_CAPABILITY` nothing would ever show the rest of a line answered early: such a
+    client (a generic LSP client, a one-shot script) gets each suggestion whole, whatever ``wordBudgetMs``."""
+    client = await ClientServerConfig(server_command=[*SERVER, "--model", "default"]).start()
+    try:
+        await client.initialize_session(initialize_params(options={**SETTINGS, "wordBudgetMs": 1}, grows=False))
+        await wait_until_loaded(client)
+        text, line, character = textwrap_case("self.break_on_hyphens = break_on_hyphens", "self.break_on_h")
+        open_document(client, "file:///whole.py", text)
+        answer = await inline(client, "file:///whole.py", line, character)
+        assert answer.items[0].insert_text.startswith("break_on_hyphens ="), "the line, not its first word"
+        state = await status(client)
+        assert (state.from_model, state.grown, state.growing) == (1, 0, 0)
+    finally:
+        await client.shutdown_session()
+        await client.stop()
 
 
 async def test_a_cold_request_is_answered_from_a_cut_window_and_the_idle_model_reads_ahead(client: LanguageClient):

@@ -24,7 +24,7 @@ local options = {
   items = 1, -- suggestions per request (cycle with vim.lsp.inline_completion.select())
   debounceMs = 30, -- server-side debounce, on top of Neovim's own 200 ms
   promptBudgetMs = 200, -- a request far into a file not read yet reads the text near the cursor first (0: off)
-  wordBudgetMs = 100, -- after this long, a suggestion ends with its first word, not the line (0: off)
+  wordBudgetMs = 100, -- after this long, show the first words at once; the ghost text grows to the line (0: off)
   warmCache = true, -- while idle, read the text at the last edit into the model's cache
   fusion = true, -- workspace fusion: the open buffers and the project's files score each token
   fusionWeight = 1, -- scales both fusion weights (0: fusion changes nothing)
@@ -51,9 +51,14 @@ return {
   init_options = options,
   -- The server's notifications: `cpc/status` (the model's state) and
   -- `cpc/suggestionReady` (a suggestion grew: ask again), from lua/cpc.lua when
-  -- it is on 'runtimepath' too.
+  -- it is on 'runtimepath' too; only then does the client say it asks again
+  -- (without it, the server sends each suggestion whole).
   handlers = (function()
     local ok, cpc = pcall(require, 'cpc')
     return ok and cpc.handlers or nil
+  end)(),
+  capabilities = (function()
+    local ok, cpc = pcall(require, 'cpc')
+    return ok and cpc.capabilities() or nil
   end)(),
 }

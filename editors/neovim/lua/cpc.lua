@@ -22,7 +22,7 @@ M.defaults = {
   items = 1, -- suggestions per request (cycle with vim.lsp.inline_completion.select())
   debounceMs = 30, -- server-side debounce, on top of Neovim's own 200 ms
   promptBudgetMs = 200, -- a request far into a file not read yet reads the text near the cursor first (0: off)
-  wordBudgetMs = 100, -- after this long, a suggestion ends with its first word, not the line (0: off)
+  wordBudgetMs = 100, -- after this long, show the first words at once; the ghost text grows to the line (0: off)
   warmCache = true, -- while idle, read the text at the last edit into the model's cache
   fusion = true, -- workspace fusion: the open buffers and the project's files score each token
   fusionWeight = 1, -- scales both fusion weights (0: fusion changes nothing)
@@ -271,6 +271,18 @@ function M.on_suggestion_ready(_, params, ctx)
   end
 end
 
+--- The client capabilities beyond Neovim's own: the server answers a slow
+--- request early only for a client that says it asks again on
+--- `cpc/suggestionReady`, which this Neovim can where its inline completion
+--- has the request `on_suggestion_ready` uses.
+---@return lsp.ClientCapabilities
+function M.capabilities()
+  local _ = vim.lsp.inline_completion -- loads the module that registers its capability
+  local ok, capability = pcall(require, 'vim.lsp._capability')
+  local inline = ok and capability.all and capability.all.inline_completion
+  return { experimental = { cpc = { suggestionReady = inline ~= nil and inline.request ~= nil } } }
+end
+
 --- The server's notifications (lsp/cpc.lua installs the same without setup()).
 M.handlers = {
   ['cpc/status'] = on_status,
@@ -399,6 +411,7 @@ function M.setup(opts)
     end,
     init_options = vim.deepcopy(settings),
     handlers = M.handlers,
+    capabilities = M.capabilities(),
   }, editor.config or {})
   vim.lsp.config('cpc', config)
 

@@ -14,7 +14,7 @@ import {
     startFailureMessage,
 } from './settings';
 import { STATUS_METHOD, StatusView, isServerStatus, notRunningView, statusView } from './status';
-import { EditorPlace, SHOW_GROWN_COMMAND, SUGGESTION_READY_METHOD, isForPlace, isSuggestionReady } from './grow';
+import { EditorPlace, SHOW_GROWN_COMMAND, SUGGESTION_READY_METHOD, declareGrowth, isForPlace, isSuggestionReady } from './grow';
 
 let client: LanguageClient | undefined;
 /**
@@ -92,6 +92,13 @@ async function startClient(): Promise<void> {
             void vscode.commands.executeCommand('editor.action.inlineSuggest.trigger');
         }
         lastState = params.state;
+    });
+    // The server answers a slow request early only for a client that says it will ask again.
+    started.registerFeature({
+        fillClientCapabilities: (capabilities) => declareGrowth(capabilities),
+        initialize: () => undefined,
+        getState: () => ({ kind: 'static' }),
+        clear: () => undefined,
     });
     // A suggestion answered early (its first word) has grown: ask again where the editor still is,
     // and the server's cache answers with the longer text, which extends the ghost text shown.

@@ -19,6 +19,25 @@ export const SHOW_GROWN_COMMAND = 'editor.action.inlineSuggest.showNext';
 /** The notification the server sends when a suggestion shown at a position has grown. */
 export const SUGGESTION_READY_METHOD = 'cpc/suggestionReady';
 
+/**
+ * The client capability (`capabilities.experimental`) that tells the server this client asks again on
+ * `SUGGESTION_READY_METHOD`; a client without it gets each suggestion whole, however long it takes.
+ */
+export const GROWTH_CAPABILITY = { cpc: { suggestionReady: true } };
+
+/**
+ * Adds `GROWTH_CAPABILITY` to a client's capabilities, keeping any other experimental entry.
+ *
+ * @example
+ * const capabilities = { experimental: { other: 1 } };
+ * declareGrowth(capabilities); // capabilities.experimental: { other: 1, cpc: { suggestionReady: true } }
+ */
+export function declareGrowth(capabilities: { experimental?: unknown }): void {
+    const experimental = capabilities.experimental;
+    const others = typeof experimental === 'object' && experimental !== null && !Array.isArray(experimental) ? experimental : {};
+    capabilities.experimental = { ...others, ...GROWTH_CAPABILITY };
+}
+
 /** Its params: the document, its version and the cursor position the suggestion was answered for. */
 export interface SuggestionReady {
     uri: string;

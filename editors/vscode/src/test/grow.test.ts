@@ -1,7 +1,7 @@
 // Growing suggestions: which cpc/suggestionReady notifications ask again (src/grow.ts).
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { isForPlace, isSuggestionReady } from '../grow';
+import { declareGrowth, isForPlace, isSuggestionReady } from '../grow';
 
 const note = { uri: 'file:///a.py', version: 7, position: { line: 3, character: 12 } };
 
@@ -19,5 +19,14 @@ describe('grown suggestions', () => {
         for (const value of [null, 'x', { uri: 'a', version: '7', position: { line: 0, character: 0 } }, { uri: 'a', version: 1 }]) {
             assert.equal(isSuggestionReady(value), false, JSON.stringify(value));
         }
+    });
+
+    it('declare to the server that the client asks again, keeping other experimental capabilities', () => {
+        const capabilities: { experimental?: unknown } = { experimental: { other: 1 } };
+        declareGrowth(capabilities);
+        assert.deepEqual(capabilities.experimental, { other: 1, cpc: { suggestionReady: true } });
+        const bare: { experimental?: unknown } = {};
+        declareGrowth(bare);
+        assert.deepEqual(bare.experimental, { cpc: { suggestionReady: true } });
     });
 });
