@@ -607,7 +607,7 @@ class CPCServer(CheckedLanguageServer):
         """Completions for ``cursor``: from the cache, or from the model unless a newer request came.
 
         When ``may_grow`` (an automatic inline request) and the client asks
-        again (`client_grows`), a first answer that ends after its first words
+        again (`client_grows`), a first answer that ends after its first word
         (past ``wordBudgetMs``) is returned at once, and the model work goes on
         to the end of the line in the background (`grow`). A request the user
         invoked gets the whole suggestion: VS Code does not ask again at a

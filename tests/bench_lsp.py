@@ -126,16 +126,17 @@ async def editor_scenario(model: str, settings: dict) -> list[dict]:
         async with HeadlessEditor(["--model", model], settings=settings) as editor:
             await editor.open(uri, before + after, cursor=len(before))
             await asyncio.sleep(READING_S)
-            trials.append(await type_name(editor, name, after))
+            trials.append(await type_name(editor, name))
         print(f"scenario: {uri} ({name})", file=sys.stderr, flush=True)
     return trials
 
 
-async def type_name(editor: HeadlessEditor, name: str, after: str = "") -> dict:
+async def type_name(editor: HeadlessEditor, name: str) -> dict:
     """Type ``name`` a key every `KEY_INTERVAL_S`, cancelling a request the next key makes stale.
 
-    Each answer's text is judged against the file's own text (the rest of ``name``, then ``after``):
-    ``right`` when accepting it would write the file's text, ``finishes`` when it also ends the name.
+    Each answer's text is judged on the name (`writes_name`): ``right`` when accepting it would
+    write the name as far as the text goes, ``finishes`` when it also ends the name. What a suggestion
+    writes after the name is the rest of a line the file may well write differently.
     """
     first_key = time.perf_counter()
     requests: list[Request] = []
@@ -162,13 +163,16 @@ async def type_name(editor: HeadlessEditor, name: str, after: str = "") -> dict:
     seen = 0
     for k, request in sorted(enumerate(requests), key=lambda item: item[1].answered or float("inf")):
         answer = request.answer.result() if request.answer.done() and not request.answer.exception() else None
-        from_cache = cache_counts[k] is not None and cache_counts[k] > seen
-        seen = max(seen, cache_counts[k] or 0)
+        # a cancelled request's counter may already include the next key's cache answer: only the
+        # requests an editor shows take the counter's steps
+        from_cache = not request.cancelled and cache_counts[k] is not None and cache_counts[k] > seen
+        if not request.cancelled:
+            seen = max(seen, cache_counts[k] or 0)
         text = ""
         if answer and answer.items:
             item = answer.items[0]
             text = item.insert_text[request.cursor - editor.offset(item.range.start) :]
-        right = bool(text) and (name[k + 1 :] + after).startswith(text)
+        right = writes_name(text, name[k + 1 :])
         rows.append({
             "key": k,
             "text": text,
@@ -191,6 +195,18 @@ async def type_name(editor: HeadlessEditor, name: str, after: str = "") -> dict:
         "first_suggestion_finishes": bool(first and first["finishes"]),
         "keys": rows,
     }
+
+
+def writes_name(text: str, rest: str) -> bool:
+    """Whether ``text`` writes the name's ``rest`` as far as it goes, and ends the name where it does.
+
+    >>> writes_name("ixlen = int(prefixlen)", "ixlen"), writes_name("ix", "ixlen")
+    (True, True)
+    >>> writes_name("ixlength", "ixlen"), writes_name("._locked", "._file"), writes_name("", "ixlen")
+    (False, False, False)
+    """
+    beyond = text[len(rest) : len(rest) + 1]
+    return bool(text) and rest.startswith(text[: len(rest)]) and not (beyond.isalnum() or beyond == "_")
 
 
 def scenario_summary(trials: list[dict]) -> dict:
