@@ -2,7 +2,7 @@
 # `make demo` and `make test` work on a fresh clone.
 
 PYTHON ?= python3
-# Playwright drives Debian's Chromium (tests/test_vscode.py): it never downloads a browser of its own.
+# Playwright drives Debian's Chromium (tests/editors/test_vscode.py): it never downloads a browser of its own.
 export PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD := 1
 VENV := .venv
 BIN := $(VENV)/bin
@@ -66,7 +66,7 @@ fuzz: $(STAMP)
 vscode:
 	cd editors/vscode && npm ci --no-audit --no-fund && npm test && npm run package
 
-# code-server (VS Code 1.139 in a browser, npm, under the Node 24 of a PyPI wheel) for tests/test_vscode.py,
+# code-server (VS Code 1.139 in a browser, npm, under the Node 24 of a PyPI wheel) for tests/editors/test_vscode.py,
 # and Debian's chromium, tmux and libkrb5-dev (apt-get when root): see tools/code-server/install.sh.
 code-server: $(CODE_SERVER_STAMP)
 
@@ -75,30 +75,30 @@ $(CODE_SERVER_STAMP): $(STAMP) $(CODE_SERVER)/install.sh $(CODE_SERVER)/package.
 	touch $@
 
 # The README's pictures, taken by the editor tests while the real server's suggestion shows: VS Code
-# (code-server in Chromium, tests/test_vscode.py) and Neovim (in a terminal under tmux, tests/test_neovim.py).
+# (code-server in Chromium, tests/editors/test_vscode.py) and Neovim (in a terminal under tmux, tests/editors/test_neovim.py).
 screenshots: $(STAMP) vscode code-server
-	$(BIN)/python -m pytest -p no:cacheprovider tests/test_vscode.py tests/test_neovim.py::test_neovim_in_a_terminal_shows_the_ghost_text
+	$(BIN)/python -m pytest -p no:cacheprovider tests/editors/test_vscode.py tests/editors/test_neovim.py::test_neovim_in_a_terminal_shows_the_ghost_text
 	cp $(OUT)/vscode_ghost_text.png docs/vscode.png
 	cp $(OUT)/neovim_ghost_text.png docs/neovim.png
 
 bench: $(STAMP)
 	mkdir -p $(OUT)
-	$(BIN)/python tests/bench_candidates.py --json $(OUT)/bench_candidates.json --plot $(OUT)/bench_candidates.png
-	$(BIN)/python tests/bench_beam.py --json $(OUT)/bench_beam.json --plot $(OUT)/bench_beam.png
-	$(BIN)/python tests/bench_server.py --files '<stdlib>/[a-m]*.py' --cases 200 --seed 1 --json $(OUT)/bench_server_stdlib.json --plot $(OUT)/bench_server_stdlib.png
-	$(BIN)/python tests/bench_server.py --files '$(NPM_LIB)' --cases 200 --seed 1 --json $(OUT)/bench_server_npm.json --plot $(OUT)/bench_server_npm.png
+	$(BIN)/python benchmarks/bench_candidates.py --json $(OUT)/bench_candidates.json --plot $(OUT)/bench_candidates.png
+	$(BIN)/python benchmarks/bench_beam.py --json $(OUT)/bench_beam.json --plot $(OUT)/bench_beam.png
+	$(BIN)/python benchmarks/bench_server.py --files '<stdlib>/[a-m]*.py' --cases 200 --seed 1 --json $(OUT)/bench_server_stdlib.json --plot $(OUT)/bench_server_stdlib.png
+	$(BIN)/python benchmarks/bench_server.py --files '$(NPM_LIB)' --cases 200 --seed 1 --json $(OUT)/bench_server_npm.json --plot $(OUT)/bench_server_npm.png
 	$(BIN)/cpc bench --files '<stdlib>/[a-m]*.py' --cases 60 --seed 1 --json $(OUT)/bench_complete.json --plot $(OUT)/bench_complete.png
 	$(BIN)/cpc bench --files '<stdlib>/[a-m]*.py' --prompt short --cases 60 --seed 1 --json $(OUT)/bench_complete_short.json --plot $(OUT)/bench_complete_short.png
-	$(BIN)/python tests/profile_request.py --cases 12 --json $(OUT)/profile_request.json --plot $(OUT)/profile_request.png
-	$(BIN)/python tests/bench_lsp.py --repeat 3 --json $(OUT)/bench_lsp.json --plot $(OUT)/bench_lsp.png
+	$(BIN)/python benchmarks/profile_request.py --cases 12 --json $(OUT)/profile_request.json --plot $(OUT)/profile_request.png
+	$(BIN)/python benchmarks/bench_lsp.py --repeat 3 --json $(OUT)/bench_lsp.json --plot $(OUT)/bench_lsp.png
 	$(BIN)/cpc bench --workspace dev --cases 60 --seed 1 --modes cpc,cpc+fusion,cpc+context,naive+fusion --json $(OUT)/bench_workspace.json --plot $(OUT)/bench_workspace.png
-	$(BIN)/python tests/bench_workspace_memory.py --megabytes 50 --json $(OUT)/bench_workspace_memory.json
+	$(BIN)/python benchmarks/bench_workspace_memory.py --megabytes 50 --json $(OUT)/bench_workspace_memory.json
 
 # The model in-process vs on llama-server (K = 64, 512, 4096: word/line exact, p50/p95, identical texts),
 # and 1, 4 and 16 editors sharing one llama-server (--parallel 4): requests/s, p50/p95 (docs/team-server.md).
 bench-remote: $(STAMP) $(LLAMA_SERVER)
 	mkdir -p $(OUT)
-	$(BIN)/python tests/bench_remote.py --json $(OUT)/bench_remote.json --plot $(OUT)/bench_remote.png
+	$(BIN)/python benchmarks/bench_remote.py --json $(OUT)/bench_remote.json --plot $(OUT)/bench_remote.png
 
 # A headless editor types, deletes, jumps, pastes and accepts suggestions in argparse.py for 10 minutes:
 # latency per request kind, errors and desyncs (both must be 0), the server's memory over time.
@@ -106,7 +106,7 @@ bench-remote: $(STAMP) $(LLAMA_SERVER)
 SOAK ?=
 soak: $(STAMP)
 	mkdir -p $(OUT)
-	$(BIN)/python tests/soak.py --json $(OUT)/soak.json --plot $(OUT)/soak.png $(SOAK)
+	$(BIN)/python benchmarks/soak.py --json $(OUT)/soak.json --plot $(OUT)/soak.png $(SOAK)
 
 clean:
 	rm -rf $(VENV) $(OUT) .pytest_cache .hypothesis

@@ -1,4 +1,4 @@
-"""Seed 000 at byte level: the token-to-byte beam that scores covering paths.
+"""The token-to-byte beam (Vieira et al. 2024, tokens to characters): the model's probability of a byte prefix.
 
 A model over tokens becomes a model over bytes by summing over the
 tokenizations of the bytes read so far. Each *candidate* is one way of
@@ -216,7 +216,7 @@ class BeamStats:
 
 @dataclass(eq=False)
 class ByteBeam:
-    """Reads bytes through a token model (seed 000, at byte level)."""
+    """Reads bytes through a token model: the beam of Vieira et al. (2024), at byte level."""
 
     lm: LanguageModel
     index: PrefixIndex
@@ -296,13 +296,43 @@ class ByteBeam:
         width = width or self.width
         threshold = self.threshold if threshold is None else threshold
         log_threshold = math.log(threshold) if threshold > 0 else -math.inf
-        index = self.index
+        stays, extensions = self._moves(beam, byte, allows, pin)
+        # Extensions compete on their upper bound (the whole next token open)
+        # before any of them costs a model call. Only extensions are dropped
+        # here: a bound overstates its extension, so it must not push out a
+        # stay, whose weight is exact (the prune below judges them all).
+        weights = [c.logweight for c in stays] + [e[0] for e in extensions]
+        pinned = [c.pinned for c in stays] + [e[3] for e in extensions]
+        keep = _prune(weights, pinned, width, log_threshold)
+        kept_extensions = [extensions[k - len(stays)] for k in keep if k >= len(stays)]
+        self.stats.pruned += len(extensions) - len(kept_extensions)
+        self.stats.materialised += len(kept_extensions)
+        snapshots = self.snapshots.get_many([(*c.tokens, token) for _, c, token, _ in kept_extensions])
+        opened = []
+        child = self.index.node(b"").child(byte)
+        for (bound, _, _, is_pinned), snapshot in zip(kept_extensions, snapshots):
+            mass = snapshot.mass(*child) if child is not None else 0.0
+            if mass > 0:
+                opened.append(
+                    Candidate(snapshot, bytes([byte]), child[0], child[1], bound, bound + math.log(mass), is_pinned)
+                )
+        candidates = stays + opened
+        keep = _prune([c.logweight for c in candidates], [c.pinned for c in candidates], width, log_threshold)
+        self.stats.pruned += len(candidates) - len(keep)
+        candidates = [candidates[k] for k in keep]
+        logprob = logsumexp([c.logweight for c in candidates])
+        return Beam(beam.start, beam.data + bytes([byte]), tuple(candidates), logprob, beam.healed)
+
+    def _moves(
+        self, beam: Beam, byte: int, allows: CommitFilter | None, pin: State | None
+    ) -> tuple[list[Candidate], list[tuple[float, Candidate, int, bool]]]:
+        """What each candidate can do with the byte: *stay* (the open token goes on with it: exact weights),
+        and *extend* (commit the open token, open the next: upper bounds, snapshots not fetched yet)."""
         start_length = len(beam.start)
-        covered = beam.data
         stays: list[Candidate] = []
         extensions: list[tuple[float, Candidate, int, bool]] = []
         for candidate in beam.candidates:
-            node = index.node(candidate.open)
+            node = self.index.node(candidate.open)
             child = node.child(byte)
             committed = candidate.tokens[start_length:]
             if child is not None:
@@ -322,36 +352,11 @@ class ByteBeam:
                     )
             if not candidate.open:
                 continue
-            for token, probability in self._commits(candidate, node, committed, covered, allows):
+            for token, probability in self._commits(candidate, node, committed, beam.data, allows):
                 pinned = candidate.pinned and len(committed) < len(pin) and pin[len(committed)] == token
                 bound = candidate.log_committed + math.log(probability)
                 extensions.append((bound, candidate, token, pinned))
-        # Extensions compete on their upper bound (the whole next token open)
-        # before any of them costs a model call. Only extensions are dropped
-        # here: a bound overstates its extension, so it must not push out a
-        # stay, whose weight is exact (the prune below judges them all).
-        weights = [c.logweight for c in stays] + [e[0] for e in extensions]
-        pinned = [c.pinned for c in stays] + [e[3] for e in extensions]
-        keep = _prune(weights, pinned, width, log_threshold)
-        kept_extensions = [extensions[k - len(stays)] for k in keep if k >= len(stays)]
-        self.stats.pruned += len(extensions) - len(kept_extensions)
-        self.stats.materialised += len(kept_extensions)
-        snapshots = self.snapshots.get_many([(*c.tokens, token) for _, c, token, _ in kept_extensions])
-        root = index.node(b"")
-        opened = []
-        child = root.child(byte)
-        for (bound, _, _, is_pinned), snapshot in zip(kept_extensions, snapshots):
-            mass = snapshot.mass(*child) if child is not None else 0.0
-            if mass > 0:
-                opened.append(
-                    Candidate(snapshot, bytes([byte]), child[0], child[1], bound, bound + math.log(mass), is_pinned)
-                )
-        candidates = stays + opened
-        keep = _prune([c.logweight for c in candidates], [c.pinned for c in candidates], width, log_threshold)
-        self.stats.pruned += len(candidates) - len(keep)
-        candidates = [candidates[k] for k in keep]
-        logprob = logsumexp([c.logweight for c in candidates])
-        return Beam(beam.start, covered + bytes([byte]), tuple(candidates), logprob, beam.healed)
+        return stays, extensions
 
     def next_byte_logprobs(self, beam: Beam, *, allows: CommitFilter | None = None) -> np.ndarray:
         """``log P(next byte | data)`` for bytes 0..255, and end of text at `EOS`.

@@ -1,6 +1,7 @@
 """Covering paths for the unstable tail: prefix search + re-encode validation.
 
-Seed 003, generalised. For every split point inside the unstable tail (from
+Character prefix conditioning's candidate search, generalised to every
+split point. For every split point inside the unstable tail (from
 the cursor back to the tail's start) the rest of the typed text must be the
 beginning of the next token. The candidates are the tokens that start with
 that rest (one range of the prefix index), kept only when

@@ -7,7 +7,7 @@
     cpc bench --workspace dev|check|GLOB --cases N --seed S [--modes cpc,cpc+fusion,cpc+context,naive+fusion]
               [--fusion-weights ngram=X,identifiers=Y] [--json OUT] [--plot OUT.png]
 
-``analyze`` prints the seed-003 table: for each split point of the unstable
+``analyze`` prints the candidate table: for each split point of the unstable
 tail, the text before it, how many validated tokens start there and the
 first few. ``score`` reads a file through the byte beam and prints its
 byte-level log-probability next to its canonical tokenization's.
@@ -36,7 +36,21 @@ _SHOWN_TOKENS = 10
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="cpc", description=__doc__.split("\n\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
+    _add_engine_commands(commands)
+    _add_bench(commands)
+    args = parser.parse_args(argv)
+    try:
+        return args.run(args)
+    except ModelError as error:
+        print(f"cpc: {error}", file=sys.stderr)
+        return 2
+    except (OSError, ValueError) as error:
+        print(f"cpc: {error}", file=sys.stderr)
+        return 1
 
+
+def _add_engine_commands(commands: argparse._SubParsersAction) -> None:
+    """``analyze``, ``score`` and ``complete``: one stage of the engine each."""
     analyze = commands.add_parser("analyze", help="candidate tokens for the unstable tail of TEXT")
     analyze.add_argument("text", metavar="TEXT", help="the text before the cursor")
     source = analyze.add_mutually_exclusive_group()
@@ -64,6 +78,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     complete.add_argument("--json", action="store_true", help="print one JSON object")
     complete.set_defaults(run=_complete)
 
+
+def _add_bench(commands: argparse._SubParsersAction) -> None:
     bench = commands.add_parser("bench", help="completion quality and latency on cursors drawn from real code")
     bench.add_argument("--files", help="glob of source files; ** is recursive, "
                        "<stdlib> is this interpreter's standard library (default '<stdlib>/[a-m]*.py')")
@@ -88,16 +104,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     bench.add_argument("--json", metavar="OUT", help="write the results as JSON")
     bench.add_argument("--plot", metavar="OUT.png", help="write a bar chart")
     bench.set_defaults(run=_bench)
-
-    args = parser.parse_args(argv)
-    try:
-        return args.run(args)
-    except ModelError as error:
-        print(f"cpc: {error}", file=sys.stderr)
-        return 2
-    except (OSError, ValueError) as error:
-        print(f"cpc: {error}", file=sys.stderr)
-        return 1
 
 
 def load_tokenizer(model: str | None) -> Tokenizer:
@@ -188,7 +194,7 @@ def _complete(args: argparse.Namespace) -> int:
 
 
 def _bench(args: argparse.Namespace) -> int:
-    from cpc import bench
+    from cpc.bench import quality
     from cpc.engine import Engine
     from cpc.fusion import FusionWeights
 
@@ -203,18 +209,18 @@ def _bench(args: argparse.Namespace) -> int:
     weights = FusionWeights.parse(args.fusion_weights) if args.fusion else None
     engine = Engine.load(args.model, progress=stderr_progress)
     files = args.files or "<stdlib>/[a-m]*.py"
-    result = bench.run(engine, files, args.cases, args.seed, modes, args.max_tokens, progress=stderr_progress,
+    result = quality.run(engine, files, args.cases, args.seed, modes, args.max_tokens, progress=stderr_progress,
                        prompt=args.prompt, fusion=weights)
-    bench.print_table(result)
+    quality.print_table(result)
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2))
     if args.plot:
-        bench.plot(result, args.plot)
+        quality.plot(result, args.plot)
     return 0
 
 
 def _bench_workspace(args: argparse.Namespace) -> int:
-    from cpc import bench_workspace
+    from cpc.bench import workspace as bench_workspace
     from cpc.engine import Engine
     from cpc.fusion import FusionWeights
 

@@ -20,8 +20,6 @@ characters", the input generation works from:
     >>> result = engine.conditioner.condition("import numpy as np\\nx = np.zer")
     >>> engine.vocab.decode(result.paths[0].tokens[len(result.prompt):])
     b'.zeros'
-    >>> chr(int(engine.conditioner.next_byte(result).argmax()))
-    'o'
 """
 
 from __future__ import annotations
@@ -32,53 +30,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from cpc.beam import EOS, Beam, ByteBeam, logsumexp, normalised_log
+from cpc.beam import Beam, ByteBeam, logsumexp
 from cpc.candidates import Analysis, CandidateFinder
-from cpc.lm import LanguageModel, State
+from cpc.lm import State
 from cpc.pretokenize import ends_inside_character, split_tail
 from cpc.tokenizer import Tokenizer
+from cpc.window import MAX_PROMPT_TOKENS, fit_window, prompt_window
 
 _PREFETCH_LIMIT = 48  # canonical tail states fetched up front; the beam fetches any others itself
-_PROMPT_BLOCK = 256  # a long prompt is cut in blocks, so it stays the same while the user types
-SHORT_BLOCK = 64
-"""A prompt cut short for a time budget starts on a multiple of this many tokens into the full window
-(and keeps at least this many), so it too stays the same while the user types."""
-
-
-def prompt_window(tokens: State | list[int], max_tokens: int) -> State:
-    """The last tokens of a long prompt, at most ``max_tokens``, dropped in whole blocks.
-
-    Cutting in blocks keeps the window's start fixed while the user types,
-    so the KV cache keeps serving it.
-
-    >>> len(prompt_window(range(1000), 512)), prompt_window(range(1000), 512)[0]
-    (488, 512)
-    """
-    excess = len(tokens) - max_tokens
-    dropped = -(-excess // _PROMPT_BLOCK) * _PROMPT_BLOCK if excess > 0 else 0
-    return tuple(tokens[dropped:])
-
-
-def fit_window(lm: LanguageModel, head: State, tokens: State, middle: State, budget_ms: float | None) -> State:
-    """The longest end of the prompt window ``tokens`` whose uncached part the model reads within ``budget_ms``.
-
-    What the model reads is ``head + window + middle``; the tokens its cache
-    already holds cost nothing, the others ``1 / lm.prefill_rate`` seconds
-    each (a few always pass: a keystroke's new tokens). The window is cut in
-    `SHORT_BLOCK` blocks from its start, so a cut window stays the same (and
-    cached) while the user types; no budget or a budget the whole window
-    fits: ``tokens`` itself.
-    """
-    if budget_ms is None or budget_ms <= 0:
-        return tokens
-    affordable = max(budget_ms / 1000 * lm.prefill_rate, SHORT_BLOCK // 4)
-    last = max(0, (len(tokens) - SHORT_BLOCK) // SHORT_BLOCK * SHORT_BLOCK)
-    for start in range(0, last + 1, SHORT_BLOCK):
-        window = tokens[start:]
-        state = head + window + middle
-        if len(state) - lm.cached_length(state) <= affordable or start == last:
-            return window
-    return tokens
 
 
 def stable_tokens(tokenizer: Tokenizer, text: str, max_tokens: int) -> tuple[State, int]:
@@ -150,7 +109,7 @@ class Conditioner:
         finder: CandidateFinder,
         beam: ByteBeam,
         *,
-        max_prompt_tokens: int = 3584,
+        max_prompt_tokens: int = MAX_PROMPT_TOKENS,
         max_paths: int = 64,
         max_validated: int = 256,
     ) -> None:
@@ -173,7 +132,7 @@ class Conditioner:
         part's tokens, ``middle``, then the tail: a fill-in-the-middle
         prompt puts the FIM-prefix token in ``head`` and the suffix between
         the FIM-suffix and FIM-middle tokens in ``middle``. With
-        ``budget_ms``, the stable part is cut (`fit_window`) so that reading
+        ``budget_ms``, the stable part is cut (`cpc.window.fit_window`) so that reading
         what the cache lacks of it takes about that long at most.
         """
         data = text.encode("utf-8")
@@ -299,18 +258,3 @@ class Conditioner:
         position = self.beam.index.position
         logprob = sum(math.log(s.probs[position[t]]) for s, t in zip(snapshots, tokens))
         return CoveringPath(start + tokens, logprob, b"")
-
-    def next_byte(self, conditioning: Conditioning) -> np.ndarray:
-        """``log P(next byte | text)`` for bytes 0..255 and end of text (index 256), marginalised over the
-        paths: computed on demand, since the paths that end at the cursor each cost a model state."""
-        paths, logprob = conditioning.paths, conditioning.logprob
-        if not paths:
-            return np.full(EOS + 1, -np.inf)
-        total = np.zeros(EOS + 1)
-        ending = [path for path in paths if not path.overhang]
-        for path in paths:
-            if path.overhang:
-                total[path.overhang[0]] += math.exp(path.logprob - logprob)
-        for path, snapshot in zip(ending, self.beam.snapshots.get_many([p.tokens for p in ending])):
-            self.beam.add_next_token(total, math.exp(path.logprob - logprob), snapshot)
-        return normalised_log(total)

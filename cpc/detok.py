@@ -1,4 +1,4 @@
-"""Seed 002's incremental detokenizer, over raw token bytes.
+"""The incremental detokenizer: token ids to text as soon as it is whole, over raw token bytes (window and diff).
 
 Generation produces token ids; the editor wants text, and wants it as soon
 as it exists. A token may end inside a UTF-8 character (byte-level BPE
@@ -6,7 +6,7 @@ splits emoji and CJK into several tokens; SentencePiece models fall back to
 ``<0xNN>`` byte tokens), so decoding each token alone garbles text, and
 decoding the whole history at each step costs O(N²).
 
-Because the vocabulary gives every token's exact bytes, the seed's window
+Because the vocabulary gives every token's exact bytes, the textbook window
 and ``\\ufffd`` bookkeeping reduce to one incremental UTF-8 decoder: it
 holds back at most the 3 bytes of an unfinished character and emits each
 character at the token that completes it. Work per push is proportional to

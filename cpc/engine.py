@@ -29,6 +29,7 @@ from cpc.models import Progress
 from cpc.remote import LlamaServerLM, RemoteOptions, is_remote
 from cpc.tokenizer import LlamaTokenizer
 from cpc.vocab import Vocabulary
+from cpc.window import MAX_PROMPT_TOKENS, prompt_tokens_for
 
 
 @dataclass(frozen=True)
@@ -81,7 +82,7 @@ class Engine:
         gpu_layers: int = 0,
         width: int = 8,
         threshold: float = 1e-2,
-        max_prompt_tokens: int = 1024,
+        max_prompt_tokens: int = MAX_PROMPT_TOKENS,
         progress: Progress | None = None,
         remote: RemoteOptions = RemoteOptions(),
     ) -> Engine:
@@ -119,18 +120,18 @@ class Engine:
             lm.try_connect()
         else:
             lm = LlamaLM(gguf, vocab, n_ctx=n_ctx, n_seq=n_seq, threads=threads, states_per_decode=states_per_decode)
+        report("model ready", 1.0)
+        return cls.wire(gguf, lm, tokenizer, index, width, threshold, prompt_tokens_for(n_ctx, max_prompt_tokens))
+
+    @classmethod
+    def wire(cls, model: GGUFModel, lm: LanguageModel, tokenizer: LlamaTokenizer, index: PrefixIndex, width: int,
+             threshold: float, max_prompt_tokens: int) -> Engine:
+        """The stages around a loaded model: candidates, the beam and the conditioner."""
         beam = ByteBeam(lm, index, width=width, threshold=threshold)
         finder = CandidateFinder(tokenizer, index)
-        report("model ready", 1.0)
-        return cls(
-            model=gguf,
-            lm=lm,
-            tokenizer=tokenizer,
-            index=index,
-            finder=finder,
-            beam=beam,
-            conditioner=Conditioner(tokenizer, finder, beam, max_prompt_tokens=min(max_prompt_tokens, n_ctx - 256)),
-        )
+        conditioner = Conditioner(tokenizer, finder, beam, max_prompt_tokens=max_prompt_tokens)
+        return cls(model=model, lm=lm, tokenizer=tokenizer, index=index, finder=finder, beam=beam,
+                   conditioner=conditioner)
 
     def score(self, data: bytes, progress: Callable[[int], None] | None = None) -> Score:
         """Score ``data`` as a prefix: the beam's byte-level log-probability and the canonical path's.

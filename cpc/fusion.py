@@ -1,4 +1,4 @@
-"""Shallow fusion (seed 004): the workspace's own code in the decoder, at no prompt cost.
+"""Shallow fusion: the workspace's own code in the decoder (log P_LM + λ·score per token), at no prompt cost.
 
 Generation adds ``λ · score`` to the model's log-probabilities wherever it
 chooses a token — the first token among the covering paths, and every
@@ -13,14 +13,15 @@ continuation step — for two fusion models over the scoring model's token ids:
 `WorkspaceModel` owns what they count: open documents (updated edit by edit,
 re-counting only changed lines) and workspace files (added as they are read,
 made visible by `WorkspaceModel.commit`). `WorkspaceModel.fusion` takes a
-snapshot for one request: a `Fusion`, in seed 004's batched, stateful
+snapshot for one request: a `Fusion`, in the batched, stateful shape of
+shallow-fusion decoders' language models
 shape — `init_states`, `advance(states) -> (scores[n, V], next_states)`,
 `final(states)`.
 
     >>> from cpc.engine import Engine
     >>> from cpc.generate import Options, generate
     >>> engine = Engine.load("smollm2")
-    >>> workspace = WorkspaceModel(engine)
+    >>> workspace = WorkspaceModel(engine.tokenizer)
     >>> workspace.add_file("lib.py", "def compute_weighted_checksum(data):\\n    return 0\\n")
     >>> workspace.commit()
     >>> prefix = "from lib import *\\nx = compute_wei"
@@ -46,7 +47,6 @@ from cpc.ngram import DocumentCounts, FileCounts, Line, Merged, NGramModel, With
 from cpc.syntax import Place, Syntax
 
 if TYPE_CHECKING:
-    from cpc.engine import Engine
     from cpc.tokenizer import Tokenizer
 
 __all__ = ["Fusion", "FusionWeights", "WorkspaceModel"]
@@ -168,7 +168,7 @@ class _Document:
 
 
 class WorkspaceModel:
-    """What fusion knows of the workspace, counted in one engine's token ids.
+    """What fusion knows of the workspace, counted in one model's token ids.
 
     Open documents change edit by edit (`update_document`); workspace files
     are added as they are read (`add_file`) and become visible to the n-gram
@@ -176,9 +176,8 @@ class WorkspaceModel:
     thread (the one that runs generation); files may be added from another.
     """
 
-    def __init__(self, engine: Engine | Tokenizer, *, order: int = 5) -> None:
-        """Count in the token ids of ``engine``'s tokenizer (or of a `cpc.tokenizer.Tokenizer` itself)."""
-        tokenizer: Tokenizer = getattr(engine, "tokenizer", engine)
+    def __init__(self, tokenizer: Tokenizer, *, order: int = 5) -> None:
+        """Count in the token ids of ``tokenizer`` (the scoring model's own: `cpc.engine.Engine.tokenizer`)."""
         self.tokenizer = tokenizer
         self.vocabulary_size = len(tokenizer.vocab)
         self.order = order

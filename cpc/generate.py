@@ -11,12 +11,12 @@ compared on the same requests:
 - ``cpc``: character prefix conditioning. `cpc.conditioning` weighs every
   tokenization that covers exactly the typed characters; the best covering
   paths, each extended by its best next tokens, compete in one batched
-  model call, and generation goes on from the winners. A path's token may
-  already reach past the cursor (its *overhang*): that is the start of the
-  completion.
+  model call, and generation goes on from the winners (`cpc.start`). A
+  path's token may already reach past the cursor (its *overhang*): that is
+  the start of the completion.
 
 Then every mode continues greedily, the ``n`` alternatives batched together,
-streamed through `cpc.detok` and cut by the stop rules: the end of the line
+streamed through `cpc.detok` and cut by the stop rules (`StopRules`): the end of the line
 (single-line), a line indented less than the cursor's line (multi-line), a
 token or time budget, and the text after the cursor (a completion never
 repeats what follows it). Models with fill-in-the-middle tokens get a FIM
@@ -46,21 +46,19 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from cpc.conditioning import fit_window, prompt_window, stable_tokens
+from cpc.conditioning import stable_tokens
 from cpc.detok import Detokenizer
 from cpc.lm import Cancelled, State
+from cpc.start import FirstToken, Fused, Start, contenders, first_tokens, rank_starts
+from cpc.window import MAX_SUFFIX_TOKENS, fit_window, prompt_window
 
 if TYPE_CHECKING:
-    from cpc.beam import Snapshot
     from cpc.engine import Engine
     from cpc.fusion import Fusion, FusionState
 
 __all__ = ["MODES", "Cancelled", "Completion", "Generation", "Options", "StopRules", "generate", "prompt_frame", "warm"]
 
 MODES = ("naive", "heal", "cpc")
-
-MARGINAL_TOKENS = 256
-"""``cpc``: first tokens per covering path whose mass the byte-level marginal sums."""
 
 FUSION_PATHS = 16
 """With fusion, the covering paths ranked again on model + fusion score before the best
@@ -86,11 +84,11 @@ class Options:
     the word it types quickly, and the whole line follows. None: no early answer."""
     fim: bool = True
     """Use a fill-in-the-middle prompt when the model has FIM tokens and there is a suffix."""
-    max_suffix_tokens: int = 256
+    max_suffix_tokens: int = MAX_SUFFIX_TOKENS
     lookahead_paths: int = 4
     """``cpc``: how many of the best covering paths compete for the first generated token."""
     prompt_budget_ms: float | None = None
-    """Cut the prompt window (`cpc.conditioning.fit_window`) so that reading what the KV cache lacks
+    """Cut the prompt window (`cpc.window.fit_window`) so that reading what the KV cache lacks
     of it takes about this long: a cold request is answered from the text just before the cursor
     (llama.vim's ``t_max_prompt_ms``), and `warm` reads the whole window for the next one. None: no cut."""
     lookahead_margin: float = 4.0
@@ -128,22 +126,6 @@ class Generation:
     prompt_tokens: int
     cut_short: bool = False
     """The prompt window was cut for ``prompt_budget_ms``: `warm` it for the next request."""
-
-
-@dataclass
-class _Start:
-    """A state generation starts from, and what its bytes already hold."""
-
-    tokens: State
-    logprob: float
-    typed: bytes = b""
-    """Bytes after the prompt that were typed (they are not part of the completion)."""
-    shown: bytes = b""
-    """Bytes after the typed ones that the start already holds (a path's overhang)."""
-    allowed: tuple[int, int] | None = None
-    """Index range the first generated token must lie in (token healing)."""
-    path: State = ()
-    """The tokens after the prompt that re-read the typed tail (``cpc``)."""
 
 
 @dataclass
@@ -244,11 +226,8 @@ def generate(
     goes on, and the final texts usually extend them (not always: a stop
     rule may trim a text's end).
     """
-    engine.lm.interrupt = cancelled
-    try:
+    with engine.lm.interruptible(cancelled):
         return _generate(engine, prefix, suffix, options, fusion, wanted, early)
-    finally:
-        engine.lm.interrupt = None
 
 
 def _generate(engine: Engine, prefix: str, suffix: str, options: Options, fusion: Fusion | None,
@@ -258,13 +237,12 @@ def _generate(engine: Engine, prefix: str, suffix: str, options: Options, fusion
     calls = engine.lm.stats.calls
     head, middle = prompt_frame(engine, suffix, options)
     prompt, starts, cut_short = _starts(engine, prefix, head, middle, options, fusion is not None)
-    fused = _Fused(fusion, prompt[: len(prompt) - len(middle)], prefix.encode("utf-8")) if fusion else None
-    if fused is not None:
-        starts, scores = fused.best(starts, max(options.lookahead_paths, options.n))
-    else:
-        scores = [start.logprob for start in starts]
-    starts = _contenders(starts, scores, options.lookahead_margin, options.n)
-    streams = _first_tokens(engine, starts, options, len(prompt), fused)
+    fused = Fused(fusion, prompt[: len(prompt) - len(middle)], prefix.encode("utf-8")) if fusion else None
+    starts, scores = rank_starts(starts, max(options.lookahead_paths, options.n), fused)
+    starts = contenders(starts, scores, options.lookahead_margin, options.n)
+    marginal = options.mode == "cpc"
+    firsts = first_tokens(starts, engine.beam.snapshots, engine.index, n=options.n, by_marginal=marginal, fused=fused)
+    streams = _streams(engine, firsts, len(prompt), marginal)
     rules = StopRules.around(prefix, suffix, multiline=options.multiline)
     for stream in streams:
         if stream.done:
@@ -294,11 +272,8 @@ def warm(engine: Engine, prefix: str, suffix: str = "", options: Options = Optio
     """
     head, middle = prompt_frame(engine, suffix, options)
     tokens, _ = stable_tokens(engine.tokenizer, prefix, engine.conditioner.max_prompt_tokens)
-    engine.lm.interrupt = cancelled
-    try:
+    with engine.lm.interruptible(cancelled):
         return engine.lm.prefill(head + tokens + middle)
-    finally:
-        engine.lm.interrupt = None
 
 
 def prompt_frame(engine: Engine, suffix: str, options: Options = Options()) -> tuple[State, State]:
@@ -319,7 +294,7 @@ def prompt_frame(engine: Engine, suffix: str, options: Options = Options()) -> t
 
 def _starts(
     engine: Engine, prefix: str, head: State, middle: State, options: Options, fusion: bool = False
-) -> tuple[State, list[_Start], bool]:
+) -> tuple[State, list[Start], bool]:
     """The prompt the mode shares, the states generation may start from, and whether the window was cut.
 
     With fusion, ``cpc`` offers `FUSION_PATHS` covering paths, for fusion to pick the best of.
@@ -330,7 +305,7 @@ def _starts(
         best = conditioning.paths[: max(options.lookahead_paths, options.n, FUSION_PATHS if fusion else 0)]
         prompt = conditioning.prompt
         return prompt, [
-            _Start(
+            Start(
                 path.tokens, path.logprob - conditioning.logprob, conditioning.tail, path.overhang,
                 path=path.tokens[len(prompt) :],
             )
@@ -341,85 +316,21 @@ def _starts(
     if options.mode == "heal" and tokens:
         prompt = head + tokens[:-1] + middle
         healed = engine.vocab.pieces[tokens[-1]]
-        return prompt, [_Start(prompt, 0.0, healed, allowed=engine.index.range_starting_with(healed))], len(tokens) < len(full)
+        return prompt, [Start(prompt, 0.0, healed, allowed=engine.index.range_starting_with(healed))], len(tokens) < len(full)
     prompt = head + tokens + middle
-    return prompt, [_Start(prompt, 0.0)], len(tokens) < len(full)
+    return prompt, [Start(prompt, 0.0)], len(tokens) < len(full)
 
 
-@dataclass
-class _Fused:
-    """Fusion for one request: the tokens and bytes before the cursor's tail, where its states start."""
-
-    fusion: Fusion
-    context: State
-    text: bytes
-
-    def best(self, starts: list[_Start], count: int) -> tuple[list[_Start], list[float]]:
-        """The ``count`` starts with the best model + fusion score (the order kept among equals), and those scores."""
-        scores, _ = self.starts(starts)
-        fused = [start.logprob + float(score) for start, score in zip(starts, scores)]
-        ranked = sorted(range(len(starts)), key=lambda k: -fused[k])[:count]
-        return [starts[k] for k in ranked], [fused[k] for k in ranked]
-
-    def starts(self, starts: list[_Start]) -> tuple[np.ndarray, list[FusionState]]:
-        """Each start's own fusion score (its path and overhang), and its state."""
-        text = [self.text[: len(self.text) - len(s.typed)] if s.allowed else self.text for s in starts]
-        scores, states = [], []
-        for start, before in zip(starts, text):
-            score, (state,) = self.fusion.init_states(self.context, before, [(start.path, start.shown)])
-            scores.append(float(score[0]))
-            states.append(state)
-        return np.asarray(scores), states
-
-
-def _contenders(starts: list[_Start], scores: list[float], margin: float, keep: int) -> list[_Start]:
-    """The starts (best first) that can still win the first token: within ``margin`` of the best, at least ``keep``."""
-    if not starts:
-        return starts
-    best = max(scores)
-    return [start for k, (start, score) in enumerate(zip(starts, scores)) if k < keep or score >= best - margin]
-
-
-def _first_tokens(
-    engine: Engine, starts: list[_Start], options: Options, prompt_length: int, fused: _Fused | None = None
-) -> list[_Stream]:
-    """The ``n`` best (start, first token) pairs, distinct in their bytes, as streams.
-
-    A start's snapshot costs the model's output layer, so for one ``cpc``
-    completion a start is expanded into its (start, token) pairs only when
-    the byte-level marginal cannot decide without it: until then it counts
-    as a leaf that holds its path's mass at its overhang's bytes (with
-    fusion, between bounds). A start whose snapshot is cached already (a
-    path that ends at the cursor, read by the conditioning) is expanded at
-    once; the others are fetched in one batched call when needed. With
-    fusion, each pair is ranked on its fused score.
-    """
-    pairs = _Pairs(engine, starts, options, fused)
-    cached = engine.beam.snapshots.known
-    lazy = options.mode == "cpc" and options.n == 1
-    pairs.expand([k for k, start in enumerate(starts) if not lazy or cached(start.tokens) is not None])
-    first: bytes | None = None
-    while options.mode == "cpc" and (pairs.mass_by_bytes or pairs.pending):
-        decided = _by_byte_marginal(pairs.mass_by_bytes, pairs.leaves())
-        if not isinstance(decided, frozenset):
-            first = decided
-            break
-        if not decided:
-            break
-        pairs.expand(sorted(decided))
-    ranked = sorted(pairs.options_by_bytes, key=lambda data: pairs.options_by_bytes[data][0], reverse=True)
-    if first is not None and ranked:
-        ranked.remove(first)
-        ranked.insert(0, first)
-    best = [pairs.options_by_bytes[data] for data in ranked[: options.n]]
+def _streams(engine: Engine, firsts: list[FirstToken], prompt_length: int, marginal_first: bool) -> list[_Stream]:
+    """A stream per chosen (start, first token) pair; with ``marginal_first``, the first is the marginal's choice."""
     pieces = engine.vocab.pieces
     streams = []
-    for logprob, number, token in best:
-        start = starts[number]
+    for first in firsts:
+        start, token = first.start, first.token
         detok = Detokenizer(engine.vocab, context=start.typed)
-        stream = _Stream(start.tokens, prompt_length, start.typed, logprob, detok, detok.push_bytes(start.shown))
-        stream.fusion_state = pairs.fusion_state(number, token)
-        stream.first = options.mode == "cpc" and not streams
+        stream = _Stream(start.tokens, prompt_length, start.typed, first.logprob, detok, detok.push_bytes(start.shown))
+        stream.fusion_state = first.fusion_state
+        stream.first = marginal_first and not streams
         if token is None:
             stream.done = True
         else:
@@ -430,146 +341,6 @@ def _first_tokens(
             stream.text += detok.push_bytes(piece)
         streams.append(stream)
     return streams
-
-
-class _Pairs:
-    """The (start, first token) pairs of the starts expanded so far, by the bytes they spell after the cursor."""
-
-    def __init__(self, engine: Engine, starts: list[_Start], options: Options, fused: _Fused | None) -> None:
-        self.engine = engine
-        self.starts = starts
-        self.fused = fused
-        self.per_start = max(options.n, MARGINAL_TOKENS if options.mode == "cpc" else 0)
-        self.options_by_bytes: dict[bytes, tuple[float, int, int | None]] = {}
-        """The best pair per byte string: (log score, start's number, token or None for the end)."""
-        self.mass_by_bytes: dict[bytes, float] = {}
-        self.pending = set(range(len(starts)))
-        # per start, the log of the least and most mass its pairs can hold (equal without fusion)
-        if fused is None:
-            self._bounds = [(start.logprob, start.logprob) for start in starts]
-        else:
-            self.start_scores, states = fused.starts(starts)
-            self.rows, self.next_states = fused.fusion.advance(states)
-            self.ends = fused.fusion.final(states)
-            self._bounds = [
-                (start.logprob + score + min(float(row.min()), float(end)),
-                 start.logprob + score + max(float(row.max()), float(end)))
-                for start, score, row, end in zip(starts, self.start_scores, self.rows, self.ends)
-            ]
-
-    def leaves(self) -> dict[int, tuple[bytes, float, float]]:
-        """The starts not expanded yet: their overhang's bytes and the bounds on their mass."""
-        return {k: (self.starts[k].shown, math.exp(self._bounds[k][0]), math.exp(self._bounds[k][1]))
-                for k in self.pending}
-
-    def expand(self, numbers: list[int]) -> None:
-        """Add the pairs of these starts (their snapshots come from one batched call)."""
-        numbers = [k for k in numbers if k in self.pending]
-        snapshots = self.engine.beam.snapshots.get_many([self.starts[k].tokens for k in numbers])
-        for number, snapshot in zip(numbers, snapshots):
-            self.pending.discard(number)
-            self._add(number, snapshot)
-
-    def _add(self, number: int, snapshot: Snapshot) -> None:
-        start, fused, index = self.starts[number], self.fused, self.engine.index
-        lo, hi = start.allowed or (0, len(index))
-        probs = snapshot.probs[lo:hi]
-        total = float(probs.sum(dtype=np.float64)) + (snapshot.eos if start.allowed is None else 0.0)
-        if total <= 0:
-            return
-        bonus = np.zeros(0)
-        if fused is None:
-            top = _best(probs, self.per_start)
-        else:
-            # ranked in float32, the precision of the model's own rows
-            bonus = self.rows[number][index.order[lo:hi]]
-            bonus += np.float32(self.start_scores[number])
-            with np.errstate(divide="ignore"):
-                score = np.log(probs, dtype=np.float32)
-            score += bonus
-            top = _best(score, self.per_start)
-        choices: list[tuple[float, float, int | None]] = [
-            (float(probs[k]), float(bonus[k]) if len(bonus) else 0.0, int(index.order[lo + k])) for k in top
-        ]
-        if start.allowed is None:
-            end_bonus = float(self.ends[number]) + self.start_scores[number] if fused is not None else 0.0
-            choices.append((snapshot.eos, end_bonus, None))
-        pieces = self.engine.vocab.pieces
-        for probability, fusion_score, token in choices:
-            if probability <= 0:
-                continue
-            data = start.shown + (pieces[token] if token is not None else b"")
-            logprob = start.logprob + math.log(probability / total) + fusion_score
-            self.mass_by_bytes[data] = self.mass_by_bytes.get(data, 0.0) + math.exp(logprob)
-            known = self.options_by_bytes.get(data)
-            if known is None or known[0] < logprob:
-                self.options_by_bytes[data] = (logprob, number, token)
-
-    def fusion_state(self, number: int, token: int | None) -> FusionState | None:
-        """The fusion state a stream reaches from start ``number`` through ``token`` (asked only for the winners)."""
-        return self.next_states[number, token] if self.fused is not None and token is not None else None
-
-
-def _by_byte_marginal(
-    masses: dict[bytes, float], leaves: dict[int, tuple[bytes, float, float]] | None = None
-) -> bytes | frozenset[int]:
-    """The first token's bytes that the byte-level marginal leads to.
-
-    ``masses`` holds, per byte string a (covering path, first token) pair
-    spells after the cursor, the probability of the pairs that spell it. From
-    the cursor, follow the next byte with the most mass summed over every
-    pair that spells it, until stopping here holds more mass than any next
-    byte. So segmentations of different lengths are compared on the bytes
-    they agree on: ``sys._|`` goes on with ``g`` when the paths through
-    ``._`` + ``getframe`` and ``.`` + ``_get…`` together outweigh ``.`` +
-    ``_frame``, however the best single pair scores.
-
-    ``leaves`` are starts not expanded into pairs yet, keyed by number: the
-    bytes they spell, and the least and most mass their pairs hold. When
-    the walk reaches a leaf's bytes (what follows them is unknown) or the
-    bounds leave the next step open, the answer is the leaves to expand.
-
-    >>> _by_byte_marginal({b"frame": 0.3, b"getframe": 0.25, b"get": 0.2})
-    b'getframe'
-    >>> _by_byte_marginal({b"frame": 0.3}, {7: (b"get", 0.45, 0.45)})
-    frozenset({7})
-    >>> _by_byte_marginal({b"frame": 0.3, b"getframe": 0.25}, {7: (b"ge", 0.01, 0.02)})
-    b'frame'
-    """
-    prefix = b""
-    live, waiting = masses, leaves or {}
-    while True:
-        reached = frozenset(k for k, (data, _, _) in waiting.items() if data == prefix)
-        if reached:
-            return reached
-        least: dict[int, float] = {}
-        most: dict[int, float] = {}
-        for data, mass in live.items():
-            if len(data) > len(prefix):
-                least[data[len(prefix)]] = least.get(data[len(prefix)], 0.0) + mass
-                most[data[len(prefix)]] = most.get(data[len(prefix)], 0.0) + mass
-        for data, low, high in waiting.values():
-            least[data[len(prefix)]] = least.get(data[len(prefix)], 0.0) + low
-            most[data[len(prefix)]] = most.get(data[len(prefix)], 0.0) + high
-        stop = live.get(prefix, 0.0)
-        if not least or stop >= max(most.values()):
-            if prefix in live or not waiting:
-                return prefix if prefix in live else max(live, key=live.__getitem__)
-            return frozenset(waiting)  # every mass here is zero but the leaves': look inside them
-        byte = max(least, key=least.__getitem__)
-        if waiting and least[byte] < max([stop, *(high for b, high in most.items() if b != byte)]):
-            return frozenset(waiting)  # the bounds overlap: expand the leaves still in the race
-        prefix += bytes([byte])
-        live = {data: mass for data, mass in live.items() if data.startswith(prefix)}
-        waiting = {k: leaf for k, leaf in waiting.items() if leaf[0].startswith(prefix)}
-
-
-def _best(probs: np.ndarray, n: int) -> np.ndarray:
-    """Positions of the ``n`` largest values, largest first, without sorting the whole vocabulary."""
-    if n >= len(probs):
-        return np.argsort(-probs)
-    top = np.argpartition(probs, len(probs) - n)[len(probs) - n :]  # no negated copy of the vocabulary
-    return top[np.argsort(-probs[top])]
 
 
 def _continue(

@@ -2,8 +2,8 @@
 
 In byte-sorted order the tokens that start with a given byte string form one
 contiguous block, so a prefix query is two binary searches and its answer is
-a range ``[lo, hi)`` of positions. The same order turns the seed-000 trie
-node masses into range sums: lay the LM's probabilities out in index order
+a range ``[lo, hi)`` of positions. The same order turns the byte beam's trie
+node masses (`cpc.beam`) into range sums: lay the LM's probabilities out in index order
 once, and the mass of every node is ``probs[lo:hi].sum()``.
 
 A dict-of-dicts trie of a 262k vocabulary costs seconds and hundreds of MB

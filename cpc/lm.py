@@ -1,6 +1,6 @@
 """The language model behind the beam: batched, stateful, llama.cpp underneath.
 
-The interface has the shape of seed 004's fusion models: *states in,
+The interface has the shape of a shallow-fusion decoder's models: *states in,
 next-token log-probabilities for every state out*, plus an end-of-sequence
 score. A state is simply the token sequence the model has read (BOS
 included), so callers never manage model memory:
@@ -25,7 +25,7 @@ evaluated once and then copied.
 Why separate streams and not llama.cpp's unified cache, where a copy is
 only metadata: with several sequences interleaved in a unified cache,
 llama.cpp 0.3.36 returned logits that differ from a lone evaluation by up
-to 0.08 in probability (tests/test_lm.py pins the exact agreement we get
+to 0.08 in probability (tests/engine/test_lm.py pins the exact agreement we get
 instead, on SmolLM2). What remains is llama.cpp's own: on the default model
 (Gemma 3, mostly Q5_0 and Q8_0 weights) the logits depend on how a prompt's
 tokens are split into decodes, by up to 0.09 in probability where two
@@ -39,7 +39,8 @@ import os
 import sys
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import llama_cpp
@@ -117,6 +118,27 @@ class LanguageModel(ABC):
                 raise ValueError(f"a state of {len(state)} tokens does not fit the context of {self.n_ctx}")
             unique.setdefault(state, len(unique))
         return unique
+
+    @contextmanager
+    def interruptible(self, cancelled: Callable[[], bool] | None) -> Iterator[None]:
+        """Poll ``cancelled`` as `interrupt` while the block runs: the model calls in it raise `Cancelled`
+        once it returns True.
+
+        >>> class Quiet(LanguageModel):
+        ...     def next_logprobs(self, states): self.check_interrupt()
+        >>> lm = Quiet()
+        >>> with lm.interruptible(lambda: True):
+        ...     lm.next_logprobs([(1,)])
+        Traceback (most recent call last):
+        cpc.lm.Cancelled
+        >>> lm.interrupt is None
+        True
+        """
+        self.interrupt = cancelled
+        try:
+            yield
+        finally:
+            self.interrupt = None
 
     def check_interrupt(self) -> None:
         if self.interrupt is not None and self.interrupt():

@@ -50,7 +50,7 @@ class TailSplit:
     start: int
     """Character offset where the unstable tail starts."""
     last_word: str
-    """The last pre-token chunk (the seed's "last word"); a suffix of ``tail``."""
+    """The last pre-token chunk (the "last word" of the character prefix conditioning problem); a suffix of ``tail``."""
 
     @property
     def stable(self) -> str:

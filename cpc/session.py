@@ -47,13 +47,8 @@ from cpc.generate import Options, generate, warm
 from cpc.lm import DEFAULT_CONTEXT_SIZE
 from cpc.models import Progress
 from cpc.remote import RemoteOptions
+from cpc.window import suffix_window, text_window
 from cpc.workspace import ScanReport, WorkspaceLimits, WorkspaceProgress, workspace_files
-
-PREFIX_CHARS_PER_TOKEN = 8
-"""A request reads at least this many characters of text before the cursor per token of the prompt
-window, when there is that much: about twice what code spends per token, so the window is full, and
-a cold request on a long file does not tokenize the whole file before the cursor."""
-MAX_SUFFIX_CHARS = 4_000
 
 
 @dataclass(frozen=True)
@@ -184,7 +179,7 @@ class CompletionSession:
             model, gpu_layers=gpu_layers, threads=threads or None, n_ctx=context_size, progress=progress,
             remote=remote,
         )
-        workspace = WorkspaceModel(engine)
+        workspace = WorkspaceModel(engine.tokenizer)
         for key, text in self.documents.items():
             workspace.update_document(key, text)
         self.engine, self.settings, self.workspace = engine, settings, workspace
@@ -326,7 +321,7 @@ class CompletionSession:
             early(Answer(texts, from_cache=False, engine_ms=(time.perf_counter() - started) * 1000, partial=True))
 
         generation = generate(
-            self.engine, self._recent(prefix), suffix[:MAX_SUFFIX_CHARS], options, cancelled=cancelled, fusion=fused,
+            self.engine, self._recent(prefix), suffix_window(suffix), options, cancelled=cancelled, fusion=fused,
             wanted=wanted, early=first_answer if early is not None else None,
         )
         texts = [completion.text for completion in generation.completions]
@@ -341,7 +336,7 @@ class CompletionSession:
         (`cpc.generate.warm`): the tokens read. Raises `cpc.lm.Cancelled` when ``cancelled`` turns True."""
         if self.engine is None:
             raise RuntimeError("the model is not loaded yet")
-        return warm(self.engine, self._recent(prefix), suffix[:MAX_SUFFIX_CHARS], options, cancelled)
+        return warm(self.engine, self._recent(prefix), suffix_window(suffix), options, cancelled)
 
     def stop_now(self) -> None:
         """Make the work in flight (`complete`, `warm`) ask its ``cancelled`` now rather than at its next
@@ -351,7 +346,7 @@ class CompletionSession:
             engine.lm.stop_now()
 
     def _recent(self, prefix: str) -> str:
-        return recent(prefix, self.engine.conditioner.max_prompt_tokens * PREFIX_CHARS_PER_TOKEN)
+        return text_window(prefix, self.engine.conditioner.max_prompt_tokens)
 
 
 def grown(shown: list[str], final: list[str]) -> list[str]:
@@ -365,20 +360,3 @@ def grown(shown: list[str], final: list[str]) -> list[str]:
     if head is None:
         return shown
     return [head, *(text for text in final if text != head)]
-
-
-def recent(prefix: str, chars: int) -> str:
-    """The end of ``prefix`` a request reads: at least ``chars`` characters (when there are that many),
-    from a line start that moves in steps of a quarter of that, not with every keystroke: the prompt's
-    first tokens, and so the KV cache, stay valid while the user types.
-
-    >>> text = "x = 1\\n" * 10_000
-    >>> len(recent(text, 8192)) >= 8192, recent(text, 8192) == recent(text + "y = 2", 8192)[:-5]
-    (True, True)
-    """
-    if len(prefix) <= chars:
-        return prefix
-    step = max(1, chars // 4)
-    cut = (len(prefix) - chars) // step * step
-    line = prefix.rfind("\n", max(0, cut - step), cut) + 1
-    return prefix[line or cut :]

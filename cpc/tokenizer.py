@@ -11,7 +11,7 @@ validation goes through this one interface:
     [True, False]
 
 ``continues(context, tokens)`` answers, for every candidate token ``t``,
-whether ``encode(context + t) == encode(context) + [t]`` -- the seed's
+whether ``encode(context + t) == encode(context) + [t]`` -- the reference
 validation rule, done on bytes (so tokens that end inside a UTF-8 character
 are judged on what they are, not on a U+FFFD stand-in).
 """
@@ -78,7 +78,7 @@ class TiktokenTokenizer(Tokenizer):
         return self._core._encode_bytes(data)
 
     def continues(self, context: bytes, token_ids: Sequence[int] | np.ndarray) -> np.ndarray:
-        """The seed's rule, with BPE run on the last regex chunk only.
+        """The reference rule, with BPE run on the last regex chunk only.
 
         When the context ends in a letter chunk (or is empty) and the
         candidate is all letters, the regex keeps ``chunk + token`` in one

@@ -1,4 +1,4 @@
-"""The text files of the workspace folders, found safely (issue 11, the workspace for fusion).
+"""The text files of the workspace folders, found safely: a breadth-first walk that honours git's ignore rules.
 
 This module owns the walk over the client's ``workspaceFolders``: which files
 the fusion model reads and which it never sees. It knows no LSP types; the
@@ -157,75 +157,106 @@ def workspace_files(
         >>> report.files, report.skipped_binary, report.stopped
         (3, 1, None)
     """
-    report = report if report is not None else ScanReport()
-    queue: deque[_Dir] = deque()
-    for folder in folders:
-        root = os.path.abspath(os.fspath(folder))
-        queue.append(_Dir(root, "", _layers_above(root)))
-    seen: set[tuple[int, int]] = set()
-    looked_at = 0
+    walk = _Walk(limits, progress, cancelled, report if report is not None else ScanReport())
+    yield from walk.files([os.path.abspath(os.fspath(folder)) for folder in folders])
 
-    def stop(reason: str) -> None:
-        report.stopped = reason
-        if progress is not None:
-            progress(f"Workspace: {report.files} files, {report.bytes} bytes (stopped: {reason})", 1.0)
 
-    while queue:
-        if cancelled is not None and cancelled():
-            return stop("cancelled")
-        directory = queue.popleft()
-        path = os.path.join(directory.root, directory.rel) if directory.rel else directory.root
-        entries = _list_dir(path)
-        if entries is None:
-            report.skipped_unreadable += 1
-            continue
-        names = {entry.name for entry in entries}
-        layers = directory.layers
-        if ".git" in names:
-            # the folder's repository, or a nested one (submodule, vendored clone): its own ignores apply, not ours
-            layers = _repository_layers(path, prefix_len=len(directory.rel) + 1 if directory.rel else 0)
-        if ".gitignore" in names:
-            spec = _read_ignore_file(os.path.join(path, ".gitignore"))
-            if spec is not None:
-                layers = (*layers, _Layer(spec, "", len(directory.rel) + 1 if directory.rel else 0))
-        subdirs: list[_Dir] = []
-        for entry in entries:
-            report.entries += 1
-            if report.entries > limits.max_entries:
-                return stop("max_entries")
-            if entry.name in VCS_DIRS:
+class _Walk:
+    """One breadth-first walk of `workspace_files`: its caps, its progress and its report."""
+
+    def __init__(self, limits: WorkspaceLimits, progress: WorkspaceProgress | None,
+                 cancelled: Callable[[], bool] | None, report: ScanReport) -> None:
+        self.limits = limits
+        self.progress = progress
+        self.cancelled = cancelled or (lambda: False)
+        self.report = report
+        self.seen: set[tuple[int, int]] = set()
+        """(device, inode) of the files read: a file reached twice is read once."""
+        self.looked_at = 0
+
+    def files(self, roots: list[str]) -> Iterator[WorkspaceFile]:
+        queue = deque(_Dir(root, "", _layers_above(root)) for root in roots)
+        while queue:
+            if self.cancelled():
+                return self._stop("cancelled")
+            directory = queue.popleft()
+            path = os.path.join(directory.root, directory.rel) if directory.rel else directory.root
+            entries = _list_dir(path)
+            if entries is None:
+                self.report.skipped_unreadable += 1
                 continue
-            try:
-                is_dir = entry.is_dir(follow_symlinks=False)
-                is_file = entry.is_file(follow_symlinks=False)
-            except OSError:
-                continue
-            if not (is_dir or is_file):
-                continue  # symbolic links, FIFOs, sockets, devices
-            rel = f"{directory.rel}/{entry.name}" if directory.rel else entry.name
-            if _ignored(layers, rel, is_dir):
-                continue
-            if is_dir:
-                subdirs.append(_Dir(directory.root, rel, layers))
-                continue
-            if cancelled is not None and cancelled():
-                return stop("cancelled")
-            looked_at += 1
-            if progress is not None and looked_at % PROGRESS_EVERY == 0:
-                progress(f"Workspace: {report.files} files, {report.bytes} bytes", None)
-            outcome = _read_text(entry.path, limits, report, seen)
-            if outcome is None:
-                continue
-            if isinstance(outcome, str):
-                return stop(outcome)
-            report.files += 1
-            report.bytes += outcome[1]
-            yield WorkspaceFile(Path(entry.path), outcome[0])
-            if report.files >= limits.max_files:
-                return stop("max_files")
-        queue.extend(subdirs)
-    if progress is not None:
-        progress(f"Workspace: {report.files} files, {report.bytes} bytes", 1.0)
+            layers = _directory_layers(directory, path, {entry.name for entry in entries})
+            subdirs: list[_Dir] = []
+            for entry in entries:
+                self.report.entries += 1
+                if self.report.entries > self.limits.max_entries:
+                    return self._stop("max_entries")
+                kind = _kind(entry)
+                if kind is None:
+                    continue
+                rel = f"{directory.rel}/{entry.name}" if directory.rel else entry.name
+                if _ignored(layers, rel, kind == "dir"):
+                    continue
+                if kind == "dir":
+                    subdirs.append(_Dir(directory.root, rel, layers))
+                    continue
+                outcome = self._read(entry)
+                if isinstance(outcome, str):
+                    return self._stop(outcome)
+                if outcome is not None:
+                    yield outcome
+                    if self.report.files >= self.limits.max_files:
+                        return self._stop("max_files")
+            queue.extend(subdirs)
+        self._tell(1.0)
+
+    def _read(self, entry: os.DirEntry[str]) -> WorkspaceFile | str | None:
+        """The file, if it is text within the caps; the name of a cap that stops the walk; or None."""
+        if self.cancelled():
+            return "cancelled"
+        self.looked_at += 1
+        if self.looked_at % PROGRESS_EVERY == 0:
+            self._tell(None)
+        outcome = _read_text(entry.path, self.limits, self.report, self.seen)
+        if outcome is None or isinstance(outcome, str):
+            return outcome
+        self.report.files += 1
+        self.report.bytes += outcome[1]
+        return WorkspaceFile(Path(entry.path), outcome[0])
+
+    def _tell(self, fraction: float | None, stopped: str = "") -> None:
+        if self.progress is not None:
+            self.progress(f"Workspace: {self.report.files} files, {self.report.bytes} bytes{stopped}", fraction)
+
+    def _stop(self, reason: str) -> None:
+        self.report.stopped = reason
+        self._tell(1.0, f" (stopped: {reason})")
+
+
+def _directory_layers(directory: _Dir, path: str, names: set[str]) -> tuple[_Layer, ...]:
+    """The ignore files that apply in a directory, given the names in it."""
+    layers = directory.layers
+    if ".git" in names:
+        # the folder's repository, or a nested one (submodule, vendored clone): its own ignores apply, not ours
+        layers = _repository_layers(path, prefix_len=len(directory.rel) + 1 if directory.rel else 0)
+    if ".gitignore" in names:
+        spec = _read_ignore_file(os.path.join(path, ".gitignore"))
+        if spec is not None:
+            layers = (*layers, _Layer(spec, "", len(directory.rel) + 1 if directory.rel else 0))
+    return layers
+
+
+def _kind(entry: os.DirEntry[str]) -> str | None:
+    """``"dir"`` or ``"file"``; None for what the walk passes over: version-control folders, symbolic
+    links, FIFOs, sockets, devices, and entries that vanish."""
+    if entry.name in VCS_DIRS:
+        return None
+    try:
+        if entry.is_dir(follow_symlinks=False):
+            return "dir"
+        return "file" if entry.is_file(follow_symlinks=False) else None
+    except OSError:
+        return None
 
 
 def _list_dir(path: str) -> list[os.DirEntry[str]] | None:

@@ -2,12 +2,12 @@
 
 Models are opened vocabulary-only (no weights) once per session. The
 vocabulary-only finders also run llama.cpp's third tokenizer family, T5's
-unigram, on a vocabulary trained for the tests (`tests.unigram_model`);
+unigram, on a vocabulary trained for the tests (`tests.support.unigram_model`);
 it has no weights, so the engine stays on the two real models.
 
 Hypothesis profiles: ``ci`` (when ``CI=true``) is derandomized, so a green
 main stays green; ``fuzz`` (``make fuzz``, ``CPC_FUZZ=N``) draws fresh random
-examples, N times as many (`tests.strategies.examples`). A failure a fuzz run
+examples, N times as many (`tests.support.strategies.examples`). A failure a fuzz run
 finds becomes a pinned ``@example`` before it is fixed.
 """
 
@@ -23,7 +23,7 @@ from hypothesis import settings
 from cpc.candidates import CandidateFinder
 from cpc.gguf import GGUFModel
 from cpc.tokenizer import LlamaTokenizer
-from tests.unigram_model import unigram_gguf
+from tests.support.unigram_model import unigram_gguf
 
 MODEL_NAMES = ["default", "smollm2"]
 VOCABULARY_NAMES = [*MODEL_NAMES, "unigram"]

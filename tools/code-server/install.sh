@@ -1,5 +1,5 @@
 #!/bin/sh
-# Installs code-server (VS Code in a browser) for tests/test_vscode.py, and the
+# Installs code-server (VS Code in a browser) for tests/editors/test_vscode.py, and the
 # Debian packages it and the editor tests need. Run by `make code-server`:
 #
 #   sh tools/code-server/install.sh .venv/bin/python
@@ -30,7 +30,7 @@ if [ -n "$missing" ]; then
         apt-get update -qq
         DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $missing
     else
-        echo "code-server and tests/test_vscode.py need Debian's$missing: run  sudo apt-get install -y$missing  and then make again" >&2
+        echo "code-server and tests/editors/test_vscode.py need Debian's$missing: run  sudo apt-get install -y$missing  and then make again" >&2
         exit 1
     fi
 fi

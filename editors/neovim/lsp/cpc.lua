@@ -10,7 +10,7 @@
 --
 -- Anything given to vim.lsp.config('cpc', {...}) is merged over this table.
 -- The values below are the server's defaults (keep them equal to
--- `require('cpc').defaults` in lua/cpc.lua; tests/test_neovim.py checks it).
+-- `require('cpc').defaults` in lua/cpc.lua; tests/editors/test_neovim.py checks it).
 local options = {
   model = 'default', -- 'default' (Gemma 3 270M), 'smollm2', a path to a GGUF file, or 'http://HOST:PORT' (llama-server)
   remoteVocab = 'default', -- with a server as model: a local GGUF of the served model (vocabulary only)

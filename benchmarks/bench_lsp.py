@@ -1,0 +1,365 @@
+"""Latency benchmark of the server: typing real code, keystroke by keystroke.
+
+    python benchmarks/bench_lsp.py [--model default] [--chars 60] [--repeat N] [--json OUT] [--plot OUT.png]
+
+A headless editor (`lsp_server.headless`) opens standard-library files with
+a stretch of code removed and types it back, one character at a time, the
+way an editor does: ``didChange``, then ``textDocument/inlineCompletion``,
+waiting for each answer (debounce off). Each stretch starts with a cold
+request (nothing about the file in any cache). While the model works on a
+request, a ``cpc/status`` request measures how long the event loop takes to
+answer (``didChange`` is handled by the same loop).
+
+Then the same requests are replayed on the bare engine in this process
+(`cpc.session.CompletionSession`, the same caches, document updates and
+fusion weights, no LSP), so the server's overhead is the median of each
+request's time over its replay's, over the requests that did the same work:
+answered by the model on both sides, with the same text (a different text
+took a different number of model calls). The ratio of the two medians is
+reported too (``server_over_bare_p50``).
+
+The editor scenario is a person in a real editor, with the server's
+shipping settings (``--set KEY=VALUE`` changes one): open a file of ~2,000
+lines, read for a second, jump to a line in the middle (an editor sends
+nothing for that) and type its first name there, a key every 150 ms. Each
+key is a ``didChange``, then a ``$/cancelRequest`` for the request still
+unanswered from the key before, then a request, as VS Code does. It
+reports the time from the first key to the first suggestion shown, whether
+that suggestion agrees with the file's own text, and the latency of every
+answered request after it, split into cache and model answers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import re
+import statistics
+import sys
+import sysconfig
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from cpc.session import CompletionSession  # noqa: E402
+from lsp_server.headless import HeadlessEditor, Request  # noqa: E402
+from lsp_server.settings import Settings  # noqa: E402
+from benchmarks.bench_server import parse_setting  # noqa: E402
+
+# (file, the code to type back): each typed from the start of its line
+STRETCHES = [
+    ("textwrap.py", "        self.break_on_hyphens = break_on_hyphens\n        self.tabsize = tabsize"),
+    ("difflib.py", "        self.fullbcount = None\n        self.__chain_b()"),
+    ("shlex.py", "        self.whitespace_split = False\n        self.quotes = '\\'\"'"),
+]
+
+
+def stretches(chars: int) -> list[tuple[str, str, str, str]]:
+    """(uri, text before, text to type, text after) per stretch."""
+    stdlib = Path(sysconfig.get_paths()["stdlib"])
+    cases = []
+    for name, typed in STRETCHES:
+        source = (stdlib / name).read_text(encoding="utf-8")
+        start = source.index(typed)
+        typed = typed[:chars]
+        cases.append((f"file:///bench/{name}", source[:start], typed, source[start + len(typed) :]))
+    return cases
+
+
+async def through_server(model: str, cases: list, settings: dict) -> list[dict]:
+    rows = []
+    async with HeadlessEditor(["--model", model], settings=settings) as editor:
+        for uri, before, typed, after in cases:
+            await editor.open(uri, before + after, cursor=len(before))
+            for k, char in enumerate(typed):
+                editor.type(char)
+                counts = await editor.status()
+                started = time.perf_counter()
+                request = asyncio.ensure_future(editor.suggest())
+                probe_started = time.perf_counter()
+                await editor.status()  # answered while the model works on the request
+                probe_ms = (time.perf_counter() - probe_started) * 1000
+                text = await request
+                ms = (time.perf_counter() - started) * 1000
+                after_counts = await editor.status()
+                rows.append({
+                    "uri": uri,
+                    "prefix": editor.text[: editor.cursor],
+                    "suffix": editor.text[editor.cursor :],
+                    "cold": k == 0,
+                    "ms": ms,
+                    "status_ms": probe_ms,
+                    "from_cache": after_counts.from_cache > counts.from_cache,
+                    "text": text,
+                })
+            print(f"server: {uri} typed ({len(typed)} keystrokes)", file=sys.stderr, flush=True)
+    return rows
+
+
+# files of about 2,000 lines: the cursor jumps to the first statement after the middle that assigns or calls a name
+SCENARIO_FILES = ("difflib.py", "enum.py", "mailbox.py", "ipaddress.py", "argparse.py")
+STATEMENT = re.compile(r"^[ \t]+((?:self\.)?[a-z_][A-Za-z0-9_]{4,})(?= = |\()", re.MULTILINE)
+"""A statement that assigns or calls a name (not a keyword, not prose in a docstring)."""
+READING_S = 1.0
+KEY_INTERVAL_S = 0.15
+
+
+def scenario_targets() -> list[tuple[str, str, str, str]]:
+    """(uri, text before, name to type, text after) per file: the middle line's first name is taken out."""
+    stdlib = Path(sysconfig.get_paths()["stdlib"])
+    targets = []
+    for name in SCENARIO_FILES:
+        source = (stdlib / name).read_text(encoding="utf-8")
+        middle = source.index("\n", len(source) // 2) + 1
+        match = STATEMENT.search(source, middle)
+        start = match.start(1)
+        targets.append((f"file:///scenario/{name}", source[:start], match.group(1), source[match.end(1):]))
+    return targets
+
+
+async def editor_scenario(model: str, settings: dict) -> list[dict]:
+    """One trial per file, each in a fresh server: the file is new to the model."""
+    trials = []
+    for uri, before, name, after in scenario_targets():
+        async with HeadlessEditor(["--model", model], settings=settings) as editor:
+            await editor.open(uri, before + after, cursor=len(before))
+            await asyncio.sleep(READING_S)
+            trials.append(await type_name(editor, name))
+        print(f"scenario: {uri} ({name})", file=sys.stderr, flush=True)
+    return trials
+
+
+async def type_name(editor: HeadlessEditor, name: str) -> dict:
+    """Type ``name`` a key every `KEY_INTERVAL_S`, cancelling a request the next key makes stale.
+
+    Each answer's text is judged on the name (`writes_name`): ``right`` when accepting it would
+    write the name as far as the text goes, ``finishes`` when it also ends the name. What a suggestion
+    writes after the name is the rest of a line the file may well write differently.
+    """
+    first_key = time.perf_counter()
+    requests: list[Request] = []
+    cache_counts: list[int | None] = []
+
+    async def watch(request: Request, number: int) -> None:
+        # the server's cache counter right after the answer tells a cache answer from a model answer
+        await asyncio.wait([request.answer], timeout=30)
+        if request.answered is not None:
+            cache_counts[number] = (await editor.status()).from_cache
+
+    watchers = []
+    for k, char in enumerate(name):
+        if k:
+            await asyncio.sleep(max(0.0, first_key + k * KEY_INTERVAL_S - time.perf_counter()))
+        editor.type(char)
+        if requests and requests[-1].answered is None:
+            editor.cancel(requests[-1])
+        requests.append(editor.request_suggestions())
+        cache_counts.append(None)
+        watchers.append(asyncio.ensure_future(watch(requests[-1], k)))
+    await asyncio.gather(*watchers)
+    rows = []
+    seen = 0
+    for k, request in sorted(enumerate(requests), key=lambda item: item[1].answered or float("inf")):
+        answer = request.answer.result() if request.answer.done() and not request.answer.exception() else None
+        # a cancelled request's counter may already include the next key's cache answer: only the
+        # requests an editor shows take the counter's steps
+        from_cache = not request.cancelled and cache_counts[k] is not None and cache_counts[k] > seen
+        if not request.cancelled:
+            seen = max(seen, cache_counts[k] or 0)
+        text = ""
+        if answer and answer.items:
+            item = answer.items[0]
+            text = item.insert_text[request.cursor - editor.offset(item.range.start) :]
+        right = writes_name(text, name[k + 1 :])
+        rows.append({
+            "key": k,
+            "text": text,
+            "right": right,
+            "finishes": right and len(text) >= len(name) - k - 1,
+            "sent_s": round(request.sent - first_key, 4),
+            "ms": request.latency_ms,
+            "answered_s": None if request.answered is None else round(request.answered - first_key, 4),
+            "cancelled": request.cancelled,
+            "from_cache": from_cache,
+            "shown": bool(text),
+        })
+    rows.sort(key=lambda row: row["key"])
+    shown = sorted((row for row in rows if row["shown"]), key=lambda row: row["answered_s"])
+    first = shown[0] if shown else None
+    return {
+        "name": name,
+        "first_suggestion_ms": round(first["answered_s"] * 1000, 1) if first else None,
+        "first_suggestion_right": bool(first and first["right"]),
+        "first_suggestion_finishes": bool(first and first["finishes"]),
+        "keys": rows,
+    }
+
+
+def writes_name(text: str, rest: str) -> bool:
+    """Whether ``text`` writes the name's ``rest`` as far as it goes, and ends the name where it does.
+
+    >>> writes_name("ixlen = int(prefixlen)", "ixlen"), writes_name("ix", "ixlen")
+    (True, True)
+    >>> writes_name("ixlength", "ixlen"), writes_name("._locked", "._file"), writes_name("", "ixlen")
+    (False, False, False)
+    """
+    beyond = text[len(rest) : len(rest) + 1]
+    return bool(text) and rest.startswith(text[: len(rest)]) and not (beyond.isalnum() or beyond == "_")
+
+
+def scenario_summary(trials: list[dict]) -> dict:
+    """Medians over the trials: the first suggestion, and the answered keystrokes after it."""
+    firsts = [t["first_suggestion_ms"] for t in trials]
+    later = [row for t in trials for row in t["keys"] if row["ms"] is not None and not row["cancelled"]
+             and t["first_suggestion_ms"] is not None and row["answered_s"] * 1000 > t["first_suggestion_ms"]]
+    model = [row["ms"] for row in later if not row["from_cache"]]
+    cache = [row["ms"] for row in later if row["from_cache"]]
+    keys = sum(len(t["keys"]) for t in trials)
+    return {
+        "trials": len(trials),
+        "first_suggestion_p50_ms": pct([f for f in firsts if f is not None], 0.5),
+        "first_suggestion_max_ms": max((f for f in firsts if f is not None), default=None),
+        "never_shown": sum(f is None for f in firsts),
+        "first_suggestion_right": sum(t["first_suggestion_right"] for t in trials),
+        "first_suggestion_finishes": sum(t["first_suggestion_finishes"] for t in trials),
+        "keys": keys,
+        "cancelled_share": round(sum(row["cancelled"] for t in trials for row in t["keys"]) / keys, 3),
+        "model_keystroke": {"n": len(model), "p50_ms": pct(model, 0.5), "p95_ms": pct(model, 0.95)},
+        "cache_keystroke": {"n": len(cache), "p50_ms": pct(cache, 0.5), "p95_ms": pct(cache, 0.95)},
+    }
+
+
+def through_engine(model: str, rows: list[dict], settings: Settings) -> None:
+    """Replay the server's requests on a bare session doing the same work: each text is a document
+    update first (as ``didChange`` queues one), and fusion weighs the same. Adds ``bare_ms``,
+    ``bare_text`` and ``bare_from_cache`` to each row."""
+    session = CompletionSession()
+    session.max_document_bytes = settings.workspace_max_file_bytes
+    session.load(model, threads=settings.threads)
+    for row in rows:
+        started = time.perf_counter()
+        session.update_document(row["uri"], row["prefix"] + row["suffix"])
+        answer = session.complete(row["uri"], row["prefix"], row["suffix"], settings.options,
+                                  fusion=settings.fusion_weights)
+        row["bare_ms"] = (time.perf_counter() - started) * 1000
+        row["bare_text"] = answer.completions[0] if answer.completions else ""
+        row["bare_from_cache"] = answer.from_cache
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return round(ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))], 1) if ordered else float("nan")
+
+
+def run(model: str, chars: int, parts: tuple[str, ...] = ("typing", "scenario"), threads: int = 0,
+        repeat: int = 1, changes: dict | None = None) -> dict:
+    """The scenario runs with the server's shipping settings (``changes`` over them, for a comparison); the
+    typing stretches without debounce, so that each keystroke's request does the same work as its replay."""
+    shipped = {"threads": threads, **(changes or {})}
+    result: dict = {"model": model, "scenario_settings": shipped}
+    if "scenario" in parts:
+        trials = asyncio.run(editor_scenario(model, shipped))
+        result["editor_scenario"] = scenario_summary(trials) | {"per_trial": trials}
+    if "typing" in parts:
+        runs = [typing_stretches(model, chars, {**shipped, "debounceMs": 0}) for _ in range(repeat)]
+        overheads = [r["server_overhead"] for r in runs]
+        # one run's overhead moves by about as much as the bare engine's own run-to-run spread (~8 %)
+        result |= runs[0] | {"server_overhead": round(statistics.median(overheads), 3), "server_overhead_runs": overheads,
+                             "server_over_bare_p50_runs": [r["server_over_bare_p50"] for r in runs]}
+    return result
+
+
+def typing_stretches(model: str, chars: int, settings: dict) -> dict:
+    """Stretches typed back, each answer awaited, and the same requests on the bare engine."""
+    cases = stretches(chars)
+    rows = asyncio.run(through_server(model, cases, settings))
+    through_engine(model, rows, Settings().updated(settings)[0])
+    model_rows = [r for r in rows if not r["from_cache"]]
+    warm = [r for r in model_rows if not r["cold"]]
+    cold = [r for r in rows if r["cold"]]
+    # the overhead compares the same work: both answered by the model, with the same text
+    same = [r for r in model_rows if not r["bare_from_cache"] and r["text"] == r["bare_text"]]
+    server_p50 = statistics.median(r["ms"] for r in same)
+    bare_p50 = statistics.median(r["bare_ms"] for r in same)
+    return {
+        "keystrokes": len(rows),
+        "p50_ms": pct([r["ms"] for r in rows], 0.5),
+        "p95_ms": pct([r["ms"] for r in rows], 0.95),
+        "from_cache_share": round(sum(r["from_cache"] for r in rows) / len(rows), 3),
+        "cache_answer_p50_ms": pct([r["ms"] for r in rows if r["from_cache"]], 0.5),
+        "model_answer": {"n": len(model_rows), "same_work": len(same), "server_p50_ms": round(server_p50, 1),
+                         "bare_p50_ms": round(bare_p50, 1)},
+        # paired: each request against its own replay (a ratio of the two medians compares different
+        # requests when the timings bunch at ~200 and ~400 ms, and moves by 10 % between runs)
+        "server_overhead": round(statistics.median(r["ms"] / r["bare_ms"] for r in same), 3),
+        "server_over_bare_p50": round(server_p50 / bare_p50, 3),
+        "per_request_overhead_p50_ms": round(statistics.median(r["ms"] - r["bare_ms"] for r in same), 1),
+        "cold_p50_ms": pct([r["ms"] for r in cold], 0.5),
+        "warm_keystroke_p50_ms": pct([r["ms"] for r in warm], 0.5),
+        "warm_keystroke_over_cold": round(pct([r["ms"] for r in warm], 0.5) / pct([r["ms"] for r in cold], 0.5), 3),
+        "status_while_working_max_ms": round(max(r["status_ms"] for r in rows), 1),
+        "status_while_working_p50_ms": pct([r["status_ms"] for r in rows], 0.5),
+        "per_keystroke": rows,
+    }
+
+
+def plot(result: dict, path: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = result["per_keystroke"]
+    fig, (timeline, bars) = plt.subplots(1, 2, figsize=(13, 4.5), gridspec_kw={"width_ratios": [3, 1]})
+    x = range(len(rows))
+    timeline.plot(x, [r["bare_ms"] for r in rows], color="#999999", lw=1, label="bare engine, same requests")
+    for kind, color, label in (("model", "#4c72b0", "server: model"), ("cache", "#55a868", "server: cache")):
+        points = [(k, r["ms"]) for k, r in enumerate(rows) if r["from_cache"] == (kind == "cache")]
+        timeline.scatter([p[0] for p in points], [p[1] for p in points], s=14, color=color, label=label, zorder=3)
+    cold = [(k, r["ms"]) for k, r in enumerate(rows) if r["cold"]]
+    timeline.scatter([c[0] for c in cold], [c[1] for c in cold], s=60, facecolors="none", edgecolors="#c44e52",
+                     label="cold (new file)", zorder=4)
+    timeline.set_yscale("log")
+    timeline.set_xlabel("keystroke")
+    timeline.set_ylabel("time to a suggestion (ms, log)")
+    timeline.legend(fontsize=8)
+    timeline.set_title("typing real code through cpc-lsp")
+    names = ["cold", "warm\nkeystroke", "cache\nanswer", "status while\nworking (max)"]
+    values = [result["cold_p50_ms"], result["warm_keystroke_p50_ms"], result["cache_answer_p50_ms"],
+              result["status_while_working_max_ms"]]
+    bars.bar(names, values, color=["#c44e52", "#4c72b0", "#55a868", "#8172b2"])
+    bars.set_yscale("log")
+    bars.set_title(f"medians; server overhead {result['server_overhead']:.2f}x")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", default="default")
+    parser.add_argument("--chars", type=int, default=60, help="characters typed per stretch")
+    parser.add_argument("--only", choices=("typing", "scenario"), help="run one part (no plot)")
+    parser.add_argument("--threads", type=int, default=0, help="the server's CPU threads (0: every core)")
+    parser.add_argument("--repeat", type=int, default=1, help="typing runs; the overhead reported is their median")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="a server setting other than its default (camelCase, JSON value), for comparisons")
+    parser.add_argument("--json")
+    parser.add_argument("--plot")
+    args = parser.parse_args()
+    result = run(args.model, args.chars, (args.only,) if args.only else ("typing", "scenario"), args.threads,
+                 args.repeat, dict(parse_setting(item) for item in args.set))
+    scenario = result.get("editor_scenario", {})
+    summary = {k: v for k, v in result.items() if k not in ("per_keystroke", "editor_scenario")}
+    summary["editor_scenario"] = {k: v for k, v in scenario.items() if k != "per_trial"}
+    print(json.dumps(summary, indent=2))
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=2))
+    if args.plot and not args.only:
+        plot(result, args.plot)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,189 @@
+"""Where a request's time goes: naive against cpc, on short and long prompts.
+
+    python benchmarks/profile_request.py [--model default] [--cases 20] [--json OUT] [--plot OUT.png]
+
+Cursors are drawn as `cpc bench` draws them (standard library a–m, half on
+a token boundary, half inside a token); each is completed cold in each mode,
+with the prompt long (the engine's window) and short (at most 300 tokens,
+`cpc.bench.quality.shorten`). The engine's stages are timed exclusively (a stage
+called inside another is taken out of the outer one's time):
+
+- ``decode``: ``llama_decode``, the model's forward passes;
+- ``log-softmax``: logits to log-probabilities, per evaluated state;
+- ``snapshot``: a state's probabilities in prefix-index order and their
+  prefix sums (`cpc.beam.Snapshot`);
+- ``tokenize``: the tokenizer (the prompt, re-encode validations);
+- ``candidates``: the covering-path search, validations aside;
+- ``beam``: the byte beam, aside from what it calls;
+- ``python``: the rest of the request (generation, detokenizing, glue).
+
+Also per request: model calls, decodes, tokens evaluated and states
+answered. The report gives medians per stage and mode, and the cpc − naive
+difference that is the latency tax.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from cpc import beam, candidates, lm, tokenizer  # noqa: E402
+from cpc.bench import quality  # noqa: E402
+from cpc.bench.corpus import expand  # noqa: E402
+from cpc.bench.report import pyplot, ratio  # noqa: E402
+from cpc.engine import Engine  # noqa: E402
+from cpc.generate import Options  # noqa: E402
+from cpc.models import stderr_progress  # noqa: E402
+
+STAGES = {
+    "decode": (lm.LlamaLM, "_decode"),
+    "log-softmax": (lm.LlamaLM, "_logprobs"),
+    "snapshot": (beam.Snapshot, "__init__"),
+    "tokenize": (tokenizer.LlamaTokenizer, "encode"),
+    "candidates": (candidates.CandidateFinder, "analyze"),
+    "beam": (beam.ByteBeam, "read"),
+}
+COUNTERS = ("calls", "decodes", "tokens", "states")
+
+
+class StageClock:
+    """Exclusive time per stage: entering a stage pauses the one it was called from."""
+
+    def __init__(self) -> None:
+        self.totals: dict[str, float] = {}
+        self._stack: list[list] = []  # [stage, started, spent before the pause]
+
+    def wrap(self, stage: str, function):
+        @functools.wraps(function)
+        def timed(*args, **kwargs):
+            now = time.perf_counter()
+            if self._stack:
+                outer = self._stack[-1]
+                outer[2] += now - outer[1]
+            self._stack.append([stage, now, 0.0])
+            try:
+                return function(*args, **kwargs)
+            finally:
+                _, started, spent = self._stack.pop()
+                end = time.perf_counter()
+                self.totals[stage] = self.totals.get(stage, 0.0) + spent + end - started
+                if self._stack:
+                    self._stack[-1][1] = end
+
+        return timed
+
+    def install(self) -> None:
+        for stage, (owner, name) in STAGES.items():
+            setattr(owner, name, self.wrap(stage, getattr(owner, name)))
+
+    def take(self) -> dict[str, float]:
+        totals, self.totals = self.totals, {}
+        return {stage: totals.get(stage, 0.0) * 1000 for stage in STAGES}
+
+
+def profile(engine: Engine, cases: list[quality.Case], clock: StageClock, max_tokens: int) -> list[dict]:
+    rows = []
+    for number, case in enumerate(cases):
+        for prompt in quality.PROMPTS:
+            prefix = case.prefix if prompt == "long" else quality.shorten(engine.tokenizer, case.prefix)
+            for mode in ("naive", "cpc"):
+                before = {name: getattr(engine.lm.stats, name) for name in COUNTERS}
+                engine.conditioner.clear()
+                clock.take()
+                started = time.perf_counter()
+                quality.cold_generate(engine, prefix, Options(mode=mode, max_tokens=max_tokens))
+                total = (time.perf_counter() - started) * 1000
+                stages = clock.take()
+                stages["python"] = total - sum(stages.values())
+                rows.append({
+                    "case": number, "kind": case.kind, "prompt": prompt, "mode": mode, "total_ms": total,
+                    "prompt_tokens": len(engine.tokenizer.encode(prefix.encode("utf-8"))),
+                    **{f"{stage}_ms": ms for stage, ms in stages.items()},
+                    **{name: getattr(engine.lm.stats, name) - before[name] for name in COUNTERS},
+                })
+        stderr_progress(f"case {number + 1}/{len(cases)}", (number + 1) / len(cases))
+    return rows
+
+
+def summary(rows: list[dict]) -> dict:
+    """Medians per prompt length and mode, and cpc minus naive."""
+    columns = ["total_ms", *(f"{stage}_ms" for stage in (*STAGES, "python")), *COUNTERS, "prompt_tokens"]
+    result: dict = {}
+    for prompt in quality.PROMPTS:
+        by_mode = {}
+        for mode in ("naive", "cpc"):
+            chosen = [row for row in rows if row["prompt"] == prompt and row["mode"] == mode]
+            by_mode[mode] = {column: round(statistics.median(row[column] for row in chosen), 2) for column in columns}
+        by_mode["cpc_minus_naive"] = {
+            column: round(by_mode["cpc"][column] - by_mode["naive"][column], 2) for column in columns
+        }
+        by_mode["cpc_over_naive_total"] = ratio(by_mode["cpc"]["total_ms"], by_mode["naive"]["total_ms"])
+        result[prompt] = by_mode
+    return result
+
+
+def print_summary(result: dict) -> None:
+    stages = [*STAGES, "python"]
+    header = f"{'prompt':6} {'mode':15} {'total':>7} " + " ".join(f"{s:>11}" for s in stages) + " " + " ".join(
+        f"{c:>7}" for c in COUNTERS)
+    print(header)
+    for prompt, by_mode in result.items():
+        for mode in ("naive", "cpc", "cpc_minus_naive"):
+            row = by_mode[mode]
+            print(f"{prompt:6} {mode:15} {row['total_ms']:7.0f} " + " ".join(f"{row[s + '_ms']:11.1f}" for s in stages)
+                  + " " + " ".join(f"{row[c]:7.0f}" for c in COUNTERS))
+        print(f"{prompt:6} cpc/naive p50 total: {by_mode['cpc_over_naive_total']}")
+
+
+def plot(result: dict, path: str) -> None:
+    plt = pyplot()
+    stages = [*STAGES, "python"]
+    fig, axis = plt.subplots(figsize=(9, 4.5))
+    bars = [(prompt, mode) for prompt in result for mode in ("naive", "cpc")]
+    bottom = [0.0] * len(bars)
+    for stage in stages:
+        values = [result[prompt][mode][f"{stage}_ms"] for prompt, mode in bars]
+        axis.bar(range(len(bars)), values, bottom=bottom, label=stage)
+        bottom = [b + max(0.0, v) for b, v in zip(bottom, values)]
+    labels = [f"{mode}\n{prompt}" for prompt, mode in bars]
+    axis.set_xticks(range(len(bars)), labels)
+    axis.set_ylabel("median ms per cold request (stage medians)")
+    axis.set_title("where a request's time goes")
+    axis.legend(fontsize=8, ncol=2)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", default="default")
+    parser.add_argument("--files", default="<stdlib>/[a-m]*.py")
+    parser.add_argument("--cases", type=int, default=20)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--max-tokens", type=int, default=48)
+    parser.add_argument("--json", metavar="OUT")
+    parser.add_argument("--plot", metavar="OUT.png")
+    args = parser.parse_args()
+    engine = Engine.load(args.model, progress=stderr_progress)
+    cases = quality.draw_cases(engine, expand(args.files), args.cases, args.seed)
+    clock = StageClock()
+    clock.install()
+    rows = profile(engine, cases, clock, args.max_tokens)
+    result = summary(rows)
+    print_summary(result)
+    if args.json:
+        Path(args.json).write_text(json.dumps({"model": engine.vocab.name, "summary": result, "rows": rows}, indent=2))
+    if args.plot:
+        plot(result, args.plot)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,374 @@
+"""Real code to measure on: source directories of the standard library and npm, their languages, and the names a file can know.
+
+A *source directory* is a standard-library package (``email/``) or the
+``lib/`` of an npm package: its files' texts, which files use which names,
+and the language they are written in. `Language` tells names from comments
+and strings (approximately: no lexer), and knows the names every file of
+the language may use (keywords and builtins). `imported_names` lists the
+names of the modules a file imports, read as source and never executed.
+
+    >>> PYTHON.names_in("def f(x): return x.real")
+    ['def', 'f', 'x', 'return', 'x', 'real']
+    >>> PYTHON.code_only("x = 'a b'  # c").rstrip() + '|'
+    'x =|'
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import glob
+import importlib
+import importlib.util
+import json
+import keyword
+import re
+import shutil
+import subprocess
+import sysconfig
+from collections import Counter
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+
+STDLIB = "<stdlib>"
+"""Stands for this interpreter's standard library in a file or directory glob."""
+MAX_FILE_BYTES = 256_000
+"""Larger files are left out of a directory (generated tables, bundles)."""
+MAX_DIRECTORY_BYTES = 1_000_000
+"""A directory's files, in path order, up to this many bytes."""
+
+TEST_DIRS = re.compile(r"^(tests?|idle_test|__tests__|__pycache__|node_modules)$|^test_")
+TEST_FILES = re.compile(r"^test_|_test\.|\.(test|spec)\.")
+
+
+def expand(pattern: str) -> list[Path]:
+    """Files matching ``pattern`` (``**`` recursive; ``<stdlib>`` is this interpreter's standard library)."""
+    pattern = pattern.replace(STDLIB, stdlib_dir())
+    return sorted(Path(name) for name in glob.glob(pattern, recursive=True) if Path(name).is_file())
+
+
+def stdlib_dir() -> str:
+    """This interpreter's standard library directory (what ``<stdlib>`` stands for)."""
+    return sysconfig.get_paths()["stdlib"]
+
+
+
+# ---------------------------------------------------------------- languages
+
+
+@dataclass(frozen=True)
+class Language:
+    name: str
+    extensions: tuple[str, ...]
+    names: re.Pattern
+    """Any identifier (whole words)."""
+    word_chars: re.Pattern
+    """The identifier characters at the start of a completion."""
+    comment: str
+    keywords: frozenset[str]
+    non_code: re.Pattern
+    """Comments and string literals (approximately: no lexer)."""
+
+    def names_in(self, text: str) -> list[str]:
+        return self.names.findall(text)
+
+    def code_only(self, text: str) -> str:
+        """``text`` with comments and strings blanked out (newlines kept): offsets stay the same."""
+        return self.non_code.sub(lambda m: re.sub(r"[^\n]", " ", m.group()), text)
+
+
+JS_KEYWORDS = frozenset(
+    """break case catch class const continue debugger default delete do else export extends false finally for
+    function if import in instanceof new null return super switch this throw true try typeof var void while with
+    yield let static enum await implements package protected interface private public async of get set from as
+    undefined arguments require module exports __dirname __filename""".split()
+)
+
+PYTHON = Language(
+    "python",
+    (".py",),
+    re.compile(r"(?<![A-Za-z0-9_])[A-Za-z_][A-Za-z0-9_]*"),
+    re.compile(r"[A-Za-z0-9_]*"),
+    "#",
+    frozenset(keyword.kwlist + keyword.softkwlist),
+    re.compile(
+        r"""(?s)[rRbBuUfF]{0,2}(\"\"\"|\'\'\')(?:.*?)\1|[rRbBuUfF]{0,2}"(?:\\.|[^"\\\n])*"|[rRbBuUfF]{0,2}'(?:\\.|[^'\\\n])*'|#[^\n]*"""
+    ),
+)
+JAVASCRIPT = Language(
+    "javascript",
+    (".js", ".mjs", ".cjs"),
+    re.compile(r"(?<![A-Za-z0-9_$])[A-Za-z_$][A-Za-z0-9_$]*"),
+    re.compile(r"[A-Za-z0-9_$]*"),
+    "//",
+    JS_KEYWORDS,
+    re.compile(r"""(?s)/\*.*?\*/|//[^\n]*|`(?:\\.|[^`\\])*`|"(?:\\.|[^"\\\n])*"|'(?:\\.|[^'\\\n])*'"""),
+)
+LANGUAGES = (PYTHON, JAVASCRIPT)
+
+
+@cache
+def builtin_names(language: Language) -> frozenset[str]:
+    """Names every file of ``language`` may use: keywords and builtins.
+
+    Python: ``dir(builtins)`` and the attributes of the builtin types
+    (``str.join``, ``dict.items``...). JavaScript: the globals, the members
+    of their prototypes and the exports of Node's builtin modules, as this
+    machine's ``node`` lists them (the keywords alone without ``node``).
+    """
+    if language is PYTHON:
+        names = set(dir(builtins))
+        for value in vars(builtins).values():
+            if isinstance(value, type):
+                names.update(dir(value))
+        return frozenset(names) | language.keywords
+    return frozenset(_node_globals()) | language.keywords
+
+
+_NODE_GLOBALS = r"""
+const names = new Set();
+const add = (o) => { for (let p = o; p; p = Object.getPrototypeOf(p)) { try { for (const k of Object.getOwnPropertyNames(p)) names.add(k) } catch {} } };
+const deep = (o) => { add(o); try { for (const k of Object.getOwnPropertyNames(o)) { let v; try { v = o[k] } catch { continue }
+  if (typeof v === 'function') { add(v); if (v.prototype) add(v.prototype) } else if (v && typeof v === 'object') add(v) } } catch {} };
+deep(globalThis);
+for (const m of require('module').builtinModules) { try { deep(require(m)) } catch {} }
+process.stdout.write(JSON.stringify([...names]));
+"""
+
+
+def _node_globals() -> list[str]:
+    node = shutil.which("node")
+    if node is None:
+        return []
+    try:
+        done = subprocess.run([node, "--no-warnings", "-e", _NODE_GLOBALS], capture_output=True, text=True, timeout=60)
+        return json.loads(done.stdout) if done.returncode == 0 else []
+    except (OSError, subprocess.SubprocessError, ValueError):
+        return []
+
+
+# ---------------------------------------------------------------- source directories
+
+
+@dataclass
+class Directory:
+    """A source directory: its files' texts and which files use which names."""
+
+    path: Path
+    label: str
+    language: Language
+    texts: dict[str, str]
+    """File path -> text, in path order."""
+    names: dict[str, frozenset[str]] = field(init=False)
+    files_with: Counter = field(init=False)
+    """Name -> how many files of the directory hold it (anywhere)."""
+    code: dict[str, str] = field(init=False)
+    """File path -> text with comments and strings blanked out."""
+    code_files_with: Counter = field(init=False)
+    """Name -> how many files of the directory use it in code."""
+
+    def __post_init__(self) -> None:
+        self.names = {path: frozenset(self.language.names_in(text)) for path, text in self.texts.items()}
+        self.files_with = Counter(name for names in self.names.values() for name in names)
+        self.code = {path: self.language.code_only(text) for path, text in self.texts.items()}
+        self._code_names = {path: frozenset(self.language.names_in(text)) for path, text in self.code.items()}
+        self.code_files_with = Counter(name for names in self._code_names.values() for name in names)
+
+    def in_other_files(self, path: str, name: str) -> bool:
+        """Another file holds ``name`` (in code, a comment or a string)."""
+        return self.files_with[name] - (name in self.names[path]) > 0
+
+    def in_other_files_code(self, path: str, name: str) -> bool:
+        """Another file uses ``name`` in its code."""
+        return self.code_files_with[name] - (name in self._code_names[path]) > 0
+
+    def shown_path(self, path: str) -> str:
+        return f"{self.label}/{Path(path).relative_to(self.path).as_posix()}"
+
+
+def source_dirs(workspace: str) -> list[Directory]:
+    """``dev``, ``check`` or a glob of directories (``<stdlib>`` is this interpreter's standard library)."""
+    if workspace == "dev":
+        paths = _stdlib_packages("a", "m") + _npm_libs()
+    elif workspace == "check":
+        paths = _stdlib_packages("n", "z")
+    else:
+        pattern = workspace.replace(STDLIB, stdlib_dir())
+        paths = sorted(Path(name) for name in glob.glob(pattern, recursive=True) if Path(name).is_dir())
+    dirs = [d for d in (load_directory(path) for path in paths) if d is not None]
+    if not dirs:
+        raise ValueError(f"no source directory with two files or more matches {workspace!r}")
+    return dirs
+
+
+def _stdlib_packages(first: str, last: str) -> list[Path]:
+    """Standard-library packages whose names start with ``first``..``last`` (generated data aside)."""
+    root = Path(stdlib_dir())
+    skipped = {"encodings", "pydoc_data", "site-packages", "test"}  # codec tables and topics are generated
+    return sorted(
+        child
+        for child in root.iterdir()
+        if child.is_dir() and (child / "__init__.py").exists() and child.name not in skipped
+        and first <= child.name[0].lower() <= last
+    )
+
+
+@cache
+def npm_root() -> Path | None:
+    """Where npm keeps global packages (``npm root -g``), or None without npm."""
+    npm = shutil.which("npm")
+    if npm is None:
+        return None
+    try:
+        done = subprocess.run([npm, "root", "-g"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    root = Path(done.stdout.strip()) if done.returncode == 0 else None
+    return root if root and root.is_dir() else None
+
+
+def _npm_libs() -> list[Path]:
+    """``lib/`` of the global npm packages and of npm's own ``node_modules`` (scoped ones too)."""
+    root = npm_root()
+    if root is None:
+        return []
+    found = set()
+    for pattern in ("*/lib", "*/node_modules/*/lib", "*/node_modules/@*/*/lib"):
+        found.update(Path(name) for name in glob.glob(str(root / pattern)) if Path(name).is_dir())
+    return sorted(found)
+
+
+def load_directory(path: Path) -> Directory | None:
+    """A directory's source files (tests, bundles and oversized files left out), or None with fewer than two."""
+    files = [
+        file for file in sorted(path.rglob("*"))
+        if file.is_file() and not TEST_FILES.search(file.name)
+        and not any(TEST_DIRS.search(part) for part in file.relative_to(path).parts[:-1])
+    ]
+    by_language = Counter(lang for file in files for lang in LANGUAGES if file.suffix in lang.extensions)
+    if not by_language:
+        return None
+    language = by_language.most_common(1)[0][0]
+    texts: dict[str, str] = {}
+    total = 0
+    for file in files:
+        if file.suffix not in language.extensions or file.stat().st_size > MAX_FILE_BYTES:
+            continue
+        text = file.read_text(encoding="utf-8", errors="replace")
+        lines = text.count("\n") + 1
+        if "\0" in text or not text.strip() or len(text) / lines > 200:
+            continue
+        if total + len(text) > MAX_DIRECTORY_BYTES:
+            break
+        total += len(text)
+        texts[str(file)] = text
+    return Directory(path, _label(path), language, texts) if len(texts) >= 2 else None
+
+
+def _label(path: Path) -> str:
+    for root in (Path(stdlib_dir()), npm_root()):
+        if root is not None and path.is_relative_to(root) and path != root:
+            return path.relative_to(root).as_posix()
+    return str(path)
+
+
+
+# ---------------------------------------------------------------- what a file imports
+
+
+def imported_names(source: str, path: str, directory: Directory) -> frozenset[str]:
+    """Identifiers of the modules a file imports, read from their source (never executed; C modules of
+    the standard library and Node's builtin modules are listed instead)."""
+    if directory.language is PYTHON:
+        return frozenset().union(*(_python_module_names(module) for module in _python_imports(source)))
+    names: set[str] = set()
+    for target in re.findall(r"""(?:require\s*\(\s*|\bfrom\s+|\bimport\s+)['"]([^'"]+)['"]""", source):
+        names |= _js_module_names(target, str(Path(path).parent))
+    return frozenset(names)
+
+
+def _python_imports(source: str) -> set[str]:
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return set(re.findall(r"^\s*(?:from|import)\s+([A-Za-z_][\w.]*)", source, flags=re.MULTILINE))
+    modules: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            modules.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            modules.add(node.module)
+            modules.update(f"{node.module}.{alias.name}" for alias in node.names if alias.name != "*")
+    return modules
+
+
+C_MODULES_NOT_IMPORTED = frozenset({"readline", "_tkinter", "_curses", "_curses_panel", "antigravity", "this"})
+
+
+@cache
+def _python_module_names(module: str, depth: int = 0) -> frozenset[str]:
+    """Identifiers of a module's source, found without importing it (parents included); a C module of
+    the interpreter (no source) is imported and listed with ``dir``."""
+    parts = module.split(".")
+    try:
+        spec = importlib.util.find_spec(parts[0])
+    except (ImportError, ValueError):
+        return frozenset()
+    if spec is None:
+        return frozenset()
+    if len(parts) == 1 and spec.origin and not spec.origin.endswith(".py"):
+        if parts[0] in C_MODULES_NOT_IMPORTED or not (
+            spec.origin == "built-in" or spec.origin.startswith(stdlib_dir())
+        ):
+            return frozenset()
+        try:
+            return frozenset(dir(importlib.import_module(parts[0])))
+        except Exception:  # noqa: BLE001 - any failure to list a C module just lists nothing
+            return frozenset()
+    source = Path(spec.origin) if spec.origin and spec.origin.endswith(".py") else None
+    locations = list(spec.submodule_search_locations or [])
+    for part in parts[1:]:
+        source = None
+        for location in locations:
+            candidates = (Path(location) / f"{part}.py", Path(location) / part / "__init__.py")
+            source = next((c for c in candidates if c.is_file()), None)
+            if source is not None:
+                locations = [str(source.parent)] if source.name == "__init__.py" else []
+                break
+        if source is None:
+            return frozenset()
+    if source is None:
+        return frozenset()
+    text = source.read_text(encoding="utf-8", errors="replace")
+    names = set(PYTHON.names_in(text))
+    if depth < 2:
+        for star in re.findall(r"^from\s+([A-Za-z_][\w.]*)\s+import\s+\*", text, flags=re.MULTILINE):
+            names |= _python_module_names(star, depth + 1)
+    return frozenset(names)
+
+
+@cache
+def _js_module_names(target: str, folder: str) -> frozenset[str]:
+    """Identifiers of a required module's files: a relative path, or a package in a ``node_modules``
+    above ``folder`` (all its source files up to `MAX_DIRECTORY_BYTES`)."""
+    if target.startswith("."):
+        base = Path(folder) / target
+        files = [f for f in (base, base.with_suffix(".js"), base / "index.js") if f.is_file()]
+    else:
+        name = "/".join(target.split("/")[:2] if target.startswith("@") else target.split("/")[:1])
+        package = next(
+            (p / "node_modules" / name for p in (Path(folder), *Path(folder).parents)
+             if (p / "node_modules" / name).is_dir()),
+            None,
+        )
+        files = sorted(f for f in package.rglob("*.js") if "node_modules" not in f.relative_to(package).parts) if package else []
+    names: set[str] = set()
+    total = 0
+    for file in files[:200]:
+        text = file.read_text(encoding="utf-8", errors="replace")
+        total += len(text)
+        if total > MAX_DIRECTORY_BYTES:
+            break
+        names.update(JAVASCRIPT.names_in(text))
+    return frozenset(names)

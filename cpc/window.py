@@ -1,0 +1,110 @@
+"""The prompt window: how much text around the cursor the model reads, cut so that the KV cache keeps serving it.
+
+One rule holds every cut: **a window's start moves in fixed steps, never
+with each keystroke.** The model keeps the KV cache of the last prompt, and
+a keystroke that leaves the window's first tokens as they were costs only
+the tokens after them; a start that moved with every key would cost the
+whole window each time. So every cut snaps to a grid:
+
+- the text before the cursor: at least `CHARS_PER_TOKEN` characters per
+  token of the window, from a line start that moves in steps of a quarter
+  of that (`text_window`);
+- its tokens: a prompt longer than the window drops whole blocks of
+  `PROMPT_BLOCK` tokens from its start (`prompt_window`);
+- a time budget (``promptBudgetMs``): a window the cache lacks is cut
+  further, in blocks of `SHORT_BLOCK`, to what the model reads within the
+  budget (`fit_window`); reading ahead (`cpc.generate.warm`) fills the
+  cache with the whole window for the next request;
+- the text after the cursor (a fill-in-the-middle prompt): at most
+  `MAX_SUFFIX_CHARS` characters and `MAX_SUFFIX_TOKENS` tokens of it.
+
+`MAX_PROMPT_TOKENS` is the window's one default size; an engine whose
+context is small keeps `GENERATION_ROOM` tokens of it for the completion
+(`prompt_tokens_for`).
+
+    >>> len(prompt_window(range(1000), 512)), prompt_window(range(1000), 512)[0]
+    (488, 512)
+    >>> prompt_tokens_for(1536), prompt_tokens_for(1024)
+    (1024, 768)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from cpc.lm import LanguageModel, State
+
+MAX_PROMPT_TOKENS = 1024
+"""Tokens of text before the cursor the model reads at most (the window)."""
+GENERATION_ROOM = 256
+"""Tokens of the context kept for the completion after the window."""
+PROMPT_BLOCK = 256
+"""A window longer than the prompt drops whole blocks of this many tokens from its start."""
+SHORT_BLOCK = 64
+"""A window cut short for a time budget starts on a multiple of this many tokens into the whole
+window (and keeps at least this many)."""
+CHARS_PER_TOKEN = 8
+"""A request reads at least this many characters of text before the cursor per token of the window,
+when there is that much: about twice what code spends per token, so the window is full, and a cold
+request on a long file does not tokenize the whole file before the cursor."""
+MAX_SUFFIX_CHARS = 4_000
+MAX_SUFFIX_TOKENS = 256
+"""Of the text after the cursor, a fill-in-the-middle prompt reads at most this much."""
+
+
+def prompt_tokens_for(n_ctx: int, max_prompt_tokens: int = MAX_PROMPT_TOKENS) -> int:
+    """The window's size in a context of ``n_ctx`` tokens per sequence: `GENERATION_ROOM` stays free."""
+    return min(max_prompt_tokens, n_ctx - GENERATION_ROOM)
+
+
+def text_window(prefix: str, max_prompt_tokens: int) -> str:
+    """The end of ``prefix`` a request reads for a window of ``max_prompt_tokens`` tokens: at least
+    `CHARS_PER_TOKEN` characters per token (when there are that many), from a line start that moves
+    in steps of a quarter of that, not with every keystroke.
+
+    >>> text = "x = 1\\n" * 10_000
+    >>> len(text_window(text, 1024)) >= 8192, text_window(text, 1024) == text_window(text + "y = 2", 1024)[:-5]
+    (True, True)
+    """
+    chars = max_prompt_tokens * CHARS_PER_TOKEN
+    if len(prefix) <= chars:
+        return prefix
+    step = max(1, chars // 4)
+    cut = (len(prefix) - chars) // step * step
+    line = prefix.rfind("\n", max(0, cut - step), cut) + 1
+    return prefix[line or cut :]
+
+
+def suffix_window(suffix: str) -> str:
+    """The part of the text after the cursor a request reads."""
+    return suffix[:MAX_SUFFIX_CHARS]
+
+
+def prompt_window(tokens: State | Sequence[int], max_tokens: int) -> State:
+    """The last tokens of a long prompt, at most ``max_tokens``, dropped in whole `PROMPT_BLOCK` blocks."""
+    excess = len(tokens) - max_tokens
+    dropped = -(-excess // PROMPT_BLOCK) * PROMPT_BLOCK if excess > 0 else 0
+    return tuple(tokens[dropped:])
+
+
+def fit_window(lm: LanguageModel, head: State, tokens: State, middle: State, budget_ms: float | None) -> State:
+    """The longest end of the prompt window ``tokens`` whose uncached part the model reads within ``budget_ms``.
+
+    What the model reads is ``head + window + middle``; the tokens its cache
+    already holds cost nothing, the others ``1 / lm.prefill_rate`` seconds
+    each (a few always pass: a keystroke's new tokens). The window is cut in
+    `SHORT_BLOCK` blocks from its start; no budget, or a budget the whole
+    window fits: ``tokens`` itself.
+    """
+    if budget_ms is None or budget_ms <= 0:
+        return tokens
+    affordable = max(budget_ms / 1000 * lm.prefill_rate, SHORT_BLOCK // 4)
+    last = max(0, (len(tokens) - SHORT_BLOCK) // SHORT_BLOCK * SHORT_BLOCK)
+    for start in range(0, last + 1, SHORT_BLOCK):
+        window = tokens[start:]
+        state = head + window + middle
+        if len(state) - lm.cached_length(state) <= affordable or start == last:
+            return window
+    return tokens

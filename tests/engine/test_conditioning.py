@@ -1,0 +1,74 @@
+"""Character prefix conditioning with the real models: covering paths, weights, next byte."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+TEXTS = [
+    "import numpy as np\nx = np.zer",
+    "def load_config(path):\n    with open(pa",
+    "名前 = '日本",  # CJK inside a word
+    "emoji = '😀😀",  # a 4-byte character, twice
+    "    return resu",
+]
+
+
+@pytest.mark.parametrize("text", TEXTS)
+def test_paths_cover_exactly_the_typed_text(engine, text):
+    result = engine.conditioner.condition(text)
+    data = text.encode()
+    prompt_text = engine.vocab.decode(result.prompt)
+    assert prompt_text + result.tail == data
+    assert result.paths, "every typed text has at least one covering path"
+    for path in result.paths[:20]:
+        covered = engine.vocab.decode(path.tokens[len(result.prompt) :])
+        assert covered.startswith(result.tail)
+        assert covered[len(result.tail) :] == path.overhang
+        # canonical: the path's own text re-encodes to the path
+        assert tuple(engine.tokenizer.encode(covered)) == path.tokens[len(result.prompt) :]
+    logprobs = [p.logprob for p in result.paths]
+    assert logprobs == sorted(logprobs, reverse=True)
+    assert result.logprob >= logprobs[0]
+
+
+def test_a_byte_the_tokenizer_cannot_spell_is_read_once(engine):
+    """SmolLM2's tokenizer has no token for the byte 0x04 and drops it: the
+    prompt and the tail still read every other byte exactly once."""
+    text = "x = '\x04' + self.userNa"
+    result = engine.conditioner.condition(text)
+    spelled = engine.vocab.decode(engine.tokenizer.encode(text.encode()))
+    assert engine.vocab.decode(result.prompt) + result.tail == spelled
+    assert result.tail.endswith(b"userNa") and result.paths
+
+
+def test_the_model_completes_a_word_it_knows(engine):
+    result = engine.conditioner.condition("import numpy as np\nx = np.zer")
+    best = engine.vocab.decode(result.paths[0].tokens[len(result.prompt) :])
+    assert best.endswith(b"zeros")
+
+
+def test_one_more_character_reuses_model_and_beam(engine):
+    conditioner = engine.conditioner
+    text = "def load_config(path):\n    with open(path) as handle:\n        return json.lo"
+    conditioner.condition(text)
+    tokens, hits = engine.lm.stats.tokens, engine.beam.stats.cache_hits
+    conditioner.condition(text + "a")
+    assert engine.beam.stats.cache_hits > hits
+    assert engine.lm.stats.tokens - tokens <= 4  # a keystroke costs a few tokens, not the prompt
+
+
+def test_prompt_is_the_same_while_typing_a_word(engine):
+    first = engine.conditioner.condition("result = compute_tot")
+    second = engine.conditioner.condition("result = compute_tota")
+    assert first.prompt == second.prompt
+
+
+def test_long_prompts_are_cut_in_stable_blocks(engine):
+    text = "".join(f"value_{i} = {i}\n" for i in range(400)) + "total = val"
+    first = engine.conditioner.condition(text)
+    second = engine.conditioner.condition(text + "u")
+    assert len(first.prompt) <= engine.conditioner.max_prompt_tokens + 1
+    assert first.prompt == second.prompt
+    assert math.isfinite(second.logprob)

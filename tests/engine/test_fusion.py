@@ -1,0 +1,375 @@
+"""Workspace fusion: the n-gram cache, the identifier model, the workspace counts, and fusion in generation."""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+
+import numpy as np
+import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+from cpc.fusion import FusionWeights, WorkspaceModel
+from cpc.identifiers import (
+    _ASSIGNMENT, BONUS, MIN_CAP, PENALTY, IdentifierModel, NameCounts, TokenShapes, language_names, names_in,
+)
+from cpc.syntax import DEFINE, PROSE, PYTHON, START, USE, Place
+from cpc.ngram import DISCOUNT, SCALE, DocumentCounts, FileCounts, Merged, NGramModel, WithoutLine, ngrams
+from cpc.tokenizer import TiktokenTokenizer
+from tests.support.strategies import code_text, examples
+
+
+@pytest.fixture(scope="module")
+def cl100k() -> TiktokenTokenizer:
+    return TiktokenTokenizer()
+
+
+# --- the n-gram cache ---------------------------------------------------------------------------
+
+
+def test_ngrams_use_only_the_context_there_is():
+    assert list(ngrams([5, 6], 0, 3)) == [((), 5), ((), 6), ((5,), 6)]
+
+
+def test_counts_and_backoff_match_a_hand_computed_example():
+    counts = DocumentCounts(order=3)
+    counts.update([(1, 2, 3), (1, 2, 4), (1, 2, 3)])  # 1 2 3 1 2 4 1 2 3
+    assert counts.continuations((1, 2)) == ({3: 2, 4: 1}, 3)
+    assert counts.continuations((2,)) == ({3: 2, 4: 1}, 3)
+    assert counts.continuations((3, 1)) == ({2: 1}, 1)
+    assert counts.continuations((1,)) == ({2: 3}, 3)
+    assert counts.continuations((9,)) == ({}, 0)
+    model = NGramModel([(counts, 1.0)], vocabulary_size=10, order=3)
+    # Context (1, 2): 3 keeps (2 - D)/3, 4 keeps (1 - D)/3, and D·2/3 goes to context (2,),
+    # which shares it out the same way; what it passes on in turn goes to no token.
+    passed_on = DISCOUNT * 2 / 3
+    expected = {
+        3: (2 - DISCOUNT) / 3 + passed_on * (2 - DISCOUNT) / 3,
+        4: (1 - DISCOUNT) / 3 + passed_on * (1 - DISCOUNT) / 3,
+    }
+    found = model.probabilities((1, 2))
+    assert found.keys() == expected.keys()
+    for token, probability in expected.items():
+        assert found[token] == pytest.approx(probability)
+    row = model.row((1, 2))
+    assert row[3] == pytest.approx(math.log1p(SCALE * expected[3]), rel=1e-6)
+    assert row[4] == pytest.approx(math.log1p(SCALE * expected[4]), rel=1e-6)
+    assert np.count_nonzero(row) == 2
+    # An unseen longest context passes everything to the shorter one.
+    assert model.probabilities((7, 2)) == pytest.approx({3: (2 - DISCOUNT) / 3, 4: (1 - DISCOUNT) / 3})
+    # No evidence at all: every token scores 0.
+    assert not model.row((7, 8)).any()
+
+
+def test_scopes_mix_by_weight_and_empty_scopes_give_theirs_away():
+    near, far = DocumentCounts(order=2), DocumentCounts(order=2)
+    near.update([(1, 2)])
+    far.update([(1, 3)])
+    model = NGramModel([(near, 0.75), (far, 0.25), (DocumentCounts(order=2), 5.0)], 10, order=2)
+    found = model.probabilities((1,))
+    assert found[2] == pytest.approx(0.75 * (1 - DISCOUNT))
+    assert found[3] == pytest.approx(0.25 * (1 - DISCOUNT))
+
+
+@settings(max_examples=examples(40), deadline=None)
+@given(st.lists(st.lists(st.integers(0, 6), min_size=1, max_size=6), min_size=1, max_size=8), st.data())
+def test_file_tables_answer_like_document_counts(lines, data):
+    document = DocumentCounts(order=4)
+    document.update([tuple(line) for line in lines])
+    files = FileCounts(order=4)
+    files.add("a", [token for line in lines for token in line])
+    files.commit()
+    context = tuple(data.draw(st.lists(st.integers(0, 6), max_size=3)))
+    assert files.continuations(context) == document.continuations(context)
+
+
+def test_without_line_leaves_out_every_ngram_of_the_cursor_line():
+    counts = DocumentCounts(order=3)
+    counts.update([(1, 2, 0), (7, 8, 0), (1, 2, 0)])
+    view = WithoutLine(counts, 1)
+    assert view.continuations((7,)) == ({}, 0)
+    assert view.continuations((0,)) == ({}, 0)  # 0 -> 7 and line 1's 0 -> 1 are gone
+    assert view.continuations((2,)) == ({0: 2}, 2)  # lines 0 and 2 keep their 2 -> 0
+    assert view.continuations(()) == ({1: 2, 2: 2, 0: 2}, 6)  # line 2's tokens stay
+    assert view.continuations((0, 1)) == ({}, 0)
+    assert Merged([view, counts]).continuations((1, 2)) == ({0: 4}, 4)
+
+
+def _apply(text: str, start: int, end: int, insert: str) -> str:
+    start, end = sorted((min(start, len(text)), min(end, len(text))))
+    return text[:start] + insert + text[end:]
+
+
+edits = st.lists(
+    st.tuples(st.integers(0, 400), st.integers(0, 400), st.lists(code_text, max_size=3).map("\n".join)),
+    min_size=1,
+    max_size=12,
+)
+
+
+@settings(max_examples=examples(60), deadline=None)
+@given(st.lists(code_text, max_size=12).map("\n".join), edits)
+@example("a\nb\nc", [(2, 3, "x\ny"), (0, 0, "\n")])
+def test_incremental_updates_equal_a_rebuild(cl100k, text, steps):
+    live = WorkspaceModel(cl100k, order=4)
+    live.update_document("doc", text)
+    for start, end, insert in steps:
+        text = _apply(text, start, end, insert)
+        live.update_document("doc", text)
+    rebuilt = WorkspaceModel(cl100k, order=4)
+    rebuilt.update_document("doc", text)
+    assert live.documents["doc"].counts.counts == rebuilt.documents["doc"].counts.counts
+    assert live.documents["doc"].names == rebuilt.documents["doc"].names
+    assert live.names.counts == rebuilt.names.counts
+    assert live.names.sorted == rebuilt.names.sorted
+    assert live.names.support == rebuilt.names.support
+    assert np.array_equal(live.names.leads, rebuilt.names.leads)
+    live.close_document("doc")
+    fresh = WorkspaceModel(cl100k, order=4)  # it knows the language's own names (and nothing more)
+    assert live.names.counts == fresh.names.counts and live.names.sorted == fresh.names.sorted
+    assert live.names.support == fresh.names.support and np.array_equal(live.names.leads, fresh.names.leads)
+
+
+# --- the identifier model -----------------------------------------------------------------------
+
+TOY_PIECES = [b"comp", b"ute", b"uted", b"_", b"x", b"s", b"(", b" ", b" comp", b"ute(", b"\n", b"c", b"o", b"m", b"p", b"u", b"t", b"e"]
+TOY_NAMES = [b"compute", b"compute_x", b"comp_s", b"x", b"cox"]
+
+
+TOY_LANGUAGE = (b"comp", b"cut", b"xo", b"x")
+"""Names of the toy's language: ``x`` the project uses too; the others are `IdentifierModel.borrowed`."""
+
+
+def toy_model(language: tuple[bytes, ...] = ()) -> IdentifierModel:
+    names = NameCounts(TokenShapes(TOY_PIECES), base=Counter(dict.fromkeys(language, 1)))
+    names.add(names_in(b" ".join(TOY_NAMES)))
+    return IdentifierModel(names, syntax=PYTHON)
+
+
+@pytest.fixture(scope="module", params=[(), TOY_LANGUAGE], ids=["project names", "and language names"])
+def toy_identifiers(request) -> IdentifierModel:
+    return toy_model(request.param)
+
+
+def _words(data: bytes) -> list[tuple[int, int]]:
+    """Spans of maximal runs of identifier bytes."""
+    from cpc.identifiers import NAME  # noqa: F401  (the same byte classes as the model)
+
+    spans, start = [], None
+    for position, byte in enumerate(data + b" "):
+        inside = chr(byte).isalnum() or byte in b"_$" or byte >= 0x80
+        if inside and start is None:
+            start = position
+        elif not inside and start is not None:
+            spans.append((start, position))
+            start = None
+    return spans
+
+
+@settings(max_examples=examples(300), deadline=None)
+@given(st.sampled_from([b"", b"x = ", b"x = comp", b"x = co", b"y = compz"]), st.lists(st.integers(0, len(TOY_PIECES) - 1), max_size=10))
+@example(b"x = comp", [1, 3, 4, 6])  # compute_x(
+@example(b"x = comp", [1, 3, 5, 6])  # compute_s( : started, not finished
+@example(b"x = ", [8, 5, 7])  # " comp", "s", " ": a word that leaves the names
+@example(b"y = compz", [1, 6])  # the user's own new word pays nothing
+@example(b"", [8, 5, 7])  # the same new word at a statement's start, then a blank: it may be assigned, so no penalty
+@example(b"", [8, 5, 6])  # ... then "(": a call of a name that does not exist, so the penalty
+@example(b"x = (", [10, 8, 5, 7])  # after a line break too
+def test_a_word_keeps_its_bonus_only_when_it_ends_on_a_name(toy_identifiers, typed, tokens):
+    """Scores along any token path, plus `final`, add up to what the words that end as the project's names
+    earned, less the penalty for each word used (`cpc.syntax.USE`) that was seen to leave every name (the
+    language's included), and for each statement's first word (`cpc.syntax.START`) that did and then ended
+    on something other than an assignment.
+
+    So a name that is started and not finished nets exactly zero (the refund), and so does one that ends on
+    a language name the project does not use.
+    """
+    model = toy_identifiers
+    own = set(TOY_NAMES)
+    known = own | set(model.borrowed)
+
+    def leads(word: bytes) -> bool:
+        return any(name.startswith(word) for name in known)
+
+    total, state = model.start(typed)
+    for token in tokens:
+        total += float(model.row(state)[token])
+        state = model.next_state(state, token)
+    total += float(model.final([state])[0])
+    text = typed + b"".join(TOY_PIECES[t] for t in tokens)
+    spans, offset = [], len(typed)  # each generated token's byte span
+    for token in tokens:
+        spans.append((offset, offset + len(TOY_PIECES[token])))
+        offset = spans[-1][1]
+    expected = 0.0
+    for start, end in _words(text):
+        role = Place.of(text[:start], model.syntax).role()
+        ending = next((hi for lo, hi in spans if lo <= end < hi), None)  # where the token that ends the word ends
+        assigned = ending is None or _ASSIGNMENT.match(text[end:ending]) is not None
+        penalty = PENALTY if role == USE or (role == START and not assigned) else 0.0
+        if role in (DEFINE, PROSE):
+            continue
+        if end == len(typed) < len(text) and leads(text[start:end]) and text[start:end] not in known:
+            expected -= penalty  # the typed word, ended on no name by the first token
+        if end <= len(typed) or (start < len(typed) and not leads(text[start : len(typed)])):
+            continue  # typed, or the user's own word
+        tokens_in = [(lo, hi) for lo, hi in spans if lo < end and hi > start]
+        # Judged at the end of each token in the word (on the way to a name?) and where it ends (a name?),
+        # unless one token starts and ends it inside.
+        if start >= len(typed) and len(tokens_in) == 1 and end < tokens_in[0][1]:
+            continue
+        checks = [text[start:hi] if hi <= end else None for _, hi in tokens_in]
+        leaves = any(leads(so_far) is False for so_far in checks if so_far is not None)
+        if end < len(text) and text[start:end] not in known:
+            leaves = True
+        expected -= penalty * leaves
+        if text[start:end] not in own:
+            continue
+        # The typed bytes and a word's first token earn nothing; the others earn their bytes in the word,
+        # at most the shortest rest of a project's name that starts with the word so far (and at least MIN_CAP).
+        inside = [(max(lo, start), min(hi, end)) for lo, hi in tokens_in]
+        for lo, hi in inside if start < len(typed) else inside[1:]:
+            so_far = text[start:lo]
+            cap = min(len(n) - len(so_far) for n in own if n.startswith(so_far) and len(n) > len(so_far))
+            expected += BONUS * min(hi - lo, max(MIN_CAP, cap))
+    assert total == pytest.approx(expected)
+
+
+def test_rows_agree_with_the_steps(toy_identifiers):
+    model = toy_identifiers
+    for typed in (b"", b"x = comp", b"x = compute", b"(compz", b"x = co", b"(", b"x = c", b"x = cu", b"    comp"):
+        _, state = model.start(typed)
+        row = model.row(state)
+        for token in range(len(TOY_PIECES)):
+            assert row[token] == pytest.approx(model._step(state, TOY_PIECES[token], token)[0]), (typed, TOY_PIECES[token])
+
+
+def test_the_word_at_the_cursor_is_no_name():
+    names = NameCounts(TokenShapes(TOY_PIECES))
+    names.add(names_in(b"compute x"))
+    model = IdentifierModel(names, left_out=names_in(b"compute"))
+    _, state = model.start(b"= comp")
+    assert state[:3] == (None, 0.0, "")
+    assert IdentifierModel(names).start(b"= comp")[1][:2] == (b"comp", 0.0)
+    comp = TOY_PIECES.index(b" comp")  # a word no name left in the snapshot starts: the penalty
+    after = model.start(b"=")[1]
+    assert model.row(after)[comp] == -PENALTY == model._step(after, b" comp", comp)[0]
+    assert IdentifierModel(names).row(model.start(b"=")[1])[comp] == 0.0
+
+
+@pytest.mark.parametrize("typed, role", [
+    (b"x = f(comp", USE),  # a use: a word that leaves every name pays
+    (b"    comp", START),  # a statement's first word may be a new name: it earns, and pays only if no assignment follows
+    (b"def comp", DEFINE), (b"for x, comp", DEFINE), (b"def f(a, comp", DEFINE),  # new names: not judged
+    (b"x = 1  # comp", PROSE), (b"x = 'comp", PROSE),  # not names: not judged
+])
+def test_where_a_word_starts_decides_how_it_is_judged(typed, role):
+    model = toy_model()
+    state = model.start(typed)[1]
+    row = model.row(state)
+    leave, spell = TOY_PIECES.index(b"s"), TOY_PIECES.index(b"ute")  # "comps" leaves the names, "compute" is one
+    if role == USE:
+        assert (row[leave], row[spell]) == (-PENALTY, BONUS * MIN_CAP)
+    elif role == START:
+        assert (row[leave], row[spell]) == (0.0, BONUS * MIN_CAP)
+        called, assigned = TOY_PIECES.index(b"("), TOY_PIECES.index(b" ")  # "comp(": no such name; "comp =" may be new
+        assert (row[called], row[assigned]) == (-PENALTY, 0.0)
+    else:
+        assert not row.any() and state[0] is None
+
+
+def test_the_language_s_own_names_are_known(cl100k):
+    """A small file uses names it never defines: builtins and their members are names, so they pay no penalty;
+    they earn no bonus either, unless the project uses them: the bonus is for the project's names."""
+    workspace = WorkspaceModel(cl100k)
+    workspace.update_document("file:///a.py", "items = enumerate(rows)\n")
+    fusion = workspace.fusion("file:///b.py")
+    for text, good, earns in ((b"x = enumer", b"ate", True), (b"y = s.starts", b"with", False), (b"y = arr.for", b"Each", False)):
+        _, state = fusion.identifiers.start(text)
+        row = fusion.identifiers.row(state)
+        assert state[0] == text.rpartition(b".")[2].rpartition(b" ")[2]
+        assert (row[cl100k.encode(good)[0]] > 0) == earns and row[cl100k.encode(good)[0]] >= 0
+        assert row[cl100k.encode(b"qzx")[0]] < 0, "a word that leaves every name still pays"
+
+
+# --- fusion over a real tokenizer ---------------------------------------------------------------
+
+LIB = "import zlib\n\ndef compute_weighted_checksum(data, weights):\n    total = 0\n    return zlib.crc32(bytes([total % 256]))\n"
+MAIN = "from lib import *\n\ndef main(values):\n    result = compute_wei"
+
+
+def test_batched_advance_equals_one_at_a_time(cl100k):
+    workspace = WorkspaceModel(cl100k)
+    workspace.add_file("lib.py", LIB)
+    workspace.commit()
+    workspace.update_document("main.py", MAIN)
+    fusion = workspace.fusion("main.py", FusionWeights(0.7, 0.4), cursor_line=3)
+    context = tuple(cl100k.encode(MAIN[: -len("compute_wei")].encode()))
+    path = tuple(cl100k.encode(b" compute_wei"))
+    _, states = fusion.init_states(context, MAIN.encode(), [(path, b""), ((), b""), (path[:1], b"")])
+    batched, next_states = fusion.advance(states)
+    for number, state in enumerate(states):
+        alone, alone_next = fusion.advance([state])
+        assert np.array_equal(batched[number], alone[0])
+        for token in (0, int(batched[number].argmax()), 100):
+            assert next_states[number, token] == alone_next[0, token]
+    in_word = np.where(workspace.shapes.breaks, -np.inf, batched[0])
+    best = cl100k.vocab.pieces[int(in_word.argmax())]
+    assert b"compute_weighted_checksum".startswith(b"compute_wei" + best)
+
+
+def test_workspace_stats_count_what_was_added(cl100k):
+    workspace = WorkspaceModel(cl100k)
+    workspace.add_file("lib.py", LIB)
+    workspace.add_file("lib.py", LIB)  # again: replaced, not counted twice
+    workspace.commit()
+    workspace.update_document("main.py", MAIN)
+    stats = workspace.stats()
+    assert stats["files"] == 1 and stats["documents"] == 1 and stats["bytes"] == len(LIB)
+    assert stats["identifiers"] == len(names_in((LIB + MAIN).encode()).keys() | language_names().keys())
+    assert stats["tokens"] == len(cl100k.encode(LIB.encode())) + len(cl100k.encode(MAIN.encode())) or stats["tokens"] > 0
+    workspace.remove_file("lib.py")
+    assert b"compute_weighted_checksum" not in workspace.names.counts
+
+
+# --- fusion in generation (the real model) ------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def smollm2():
+    from cpc.engine import Engine
+
+    return Engine.load("smollm2", threads=1)
+
+
+@pytest.mark.parametrize("mode", ["cpc", "naive", "heal"])
+def test_fusion_with_zero_weights_changes_nothing(smollm2, mode):
+    from cpc.generate import Options, generate
+
+    workspace = WorkspaceModel(smollm2.tokenizer)
+    workspace.add_file("lib.py", LIB)
+    workspace.commit()
+    workspace.update_document("main.py", MAIN)
+    off = workspace.fusion("main.py", FusionWeights.off(), cursor_line=3)
+    for prefix in (MAIN, "import os\nos.pa", "def f(x):\n    return x.app", "for i in ra"):
+        options = Options(mode=mode, n=2, max_tokens=6)
+        smollm2.conditioner.clear()
+        plain = generate(smollm2, prefix, "", options)
+        smollm2.conditioner.clear()
+        fused = generate(smollm2, prefix, "", options, fusion=off)
+        assert [(c.text, c.logprob, c.tokens) for c in fused.completions] == [
+            (c.text, c.logprob, c.tokens) for c in plain.completions
+        ]
+
+
+def test_fusion_completes_a_name_from_another_file(smollm2):
+    from cpc.generate import Options, generate
+
+    workspace = WorkspaceModel(smollm2.tokenizer)
+    workspace.add_file("lib.py", LIB)
+    workspace.commit()
+    workspace.update_document("main.py", MAIN)
+    smollm2.conditioner.clear()
+    fused = generate(smollm2, MAIN, "", Options(max_tokens=8), fusion=workspace.fusion("main.py", cursor_line=3))
+    assert fused.completions[0].text.startswith("ghted_checksum")

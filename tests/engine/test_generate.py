@@ -1,0 +1,215 @@
+"""Generation with the real models: the three modes, stop rules, FIM framing, cancellation."""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import replace
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from cpc.window import SHORT_BLOCK
+from cpc.generate import Cancelled, Options, StopRules, generate, prompt_frame, warm
+from tests.support.strategies import code_text, examples
+
+TEXTWRAP = open(importlib.import_module("textwrap").__file__, encoding="utf-8").read()
+
+
+def rereads_the_prefix(engine, prefix: str, completion) -> bool:
+    """The completion's tokens decode to typed bytes of the prefix, then the completion."""
+    decoded = engine.vocab.decode(completion.tokens)
+    return prefix.encode().endswith(completion.typed) and decoded.startswith(completion.typed + completion.text.encode())
+
+
+@pytest.mark.parametrize("mode", ["naive", "heal", "cpc"])
+def test_every_mode_completes_real_code(engine, mode):
+    cursor = TEXTWRAP.index("self.width = width") + len("self.wid")
+    generation = generate(engine, TEXTWRAP[:cursor], options=Options(mode=mode, max_tokens=8))
+    assert generation.mode == mode and generation.lm_calls >= 1
+    assert generation.completions, "the model offered something"
+    completion = generation.completions[0]
+    assert "\n" not in completion.text
+    assert rereads_the_prefix(engine, TEXTWRAP[:cursor], completion)
+
+
+def test_cpc_finishes_a_word_cut_inside_a_token(engine):
+    """`self.wid|th`: the canonical tokens of `width` do not end at the cursor."""
+    cursor = TEXTWRAP.index("self.width = width") + len("self.wid")
+    completion = generate(engine, TEXTWRAP[:cursor], options=Options(max_tokens=6)).completions[0]
+    assert completion.text.startswith("th")
+    assert completion.typed.endswith(b"wid")
+
+
+def test_n_alternatives_are_distinct(engine):
+    generation = generate(engine, "def load_config(pa", options=Options(n=3, max_tokens=6))
+    texts = [c.text for c in generation.completions]
+    assert len(texts) >= 2 and len(set(texts)) == len(texts)
+    # The first is the byte-level marginal's choice (`cpc.start.by_byte_marginal`); the others come best first.
+    rest = [c.logprob for c in generation.completions[1:]]
+    assert rest == sorted(rest, reverse=True)
+
+
+def test_multiline_stops_at_a_dedent(engine):
+    prefix = "def add(a, b):\n    total = a + b\n    ret"
+    completion = generate(engine, prefix, options=Options(multiline=True, max_tokens=40)).completions[0]
+    assert completion.text.startswith("urn")
+    for line in completion.text.split("\n")[1:]:
+        assert not line.strip() or line.startswith("    "), completion.text
+
+
+def test_the_text_after_the_cursor_is_not_repeated(engine):
+    generation = generate(engine, "print(max(a, b", ")\n", options=Options(n=3, max_tokens=8))
+    for completion in generation.completions:
+        assert not completion.text.endswith(")"), completion.text
+
+
+def test_cancellation_stops_the_request(engine):
+    calls = []
+
+    def cancelled() -> bool:
+        calls.append(1)
+        return len(calls) > 1
+
+    with pytest.raises(Cancelled):
+        generate(engine, TEXTWRAP[:2000], options=Options(max_tokens=40), cancelled=cancelled)
+
+
+def test_work_stops_when_no_text_so_far_is_wanted(engine):
+    """`wanted` sees each completion's text as it grows; the same text when it wants them all."""
+    cursor = TEXTWRAP.index("self.width = width") + len("self.wid")
+    seen = []
+
+    def anything(text: str) -> bool:
+        seen.append(text)
+        return True
+
+    options = Options(max_tokens=6)
+    wanted = generate(engine, TEXTWRAP[:cursor], options=options, wanted=anything).completions[0].text
+    assert wanted == generate(engine, TEXTWRAP[:cursor], options=options).completions[0].text
+    assert wanted.startswith(seen[-1]) and len(seen) >= 2
+    with pytest.raises(Cancelled):  # the user typed `wide`: a suggestion starting `th` is no use
+        generate(engine, TEXTWRAP[:cursor], options=options, wanted=lambda text: "e".startswith(text[:1]))
+
+
+def test_fim_prompt_frames_the_tail_after_fim_middle(engine, monkeypatch):
+    """The framing logic, with three of the model's control tokens standing in for FIM tokens
+    (neither test model ships FIM tokens; llama.cpp reports none)."""
+    assert engine.model.fim_tokens() is None
+    assert prompt_frame(engine, "rest()") == (engine.lm.bos, ())
+    special = [t for t in range(len(engine.vocab)) if engine.vocab.special[t] and t not in engine.vocab.eos_ids]
+    fim = tuple(special[-3:])
+    monkeypatch.setattr(engine.model, "fim_tokens", lambda: fim)
+    head, middle = prompt_frame(engine, "    return x\n")
+    assert head[-1] == fim[0] and middle[0] == fim[1] and middle[-1] == fim[2]
+    assert engine.vocab.decode(middle[1:-1]) == b"    return x\n"
+    assert prompt_frame(engine, "") == (engine.lm.bos, ())
+    assert prompt_frame(engine, "x", Options(fim=False)) == (engine.lm.bos, ())
+    result = engine.conditioner.condition("def f(x):\n    y = x.stri", head=head, middle=middle)
+    assert result.prompt[: len(head)] == head and result.prompt[-len(middle) :] == middle
+    assert result.tail.endswith(b"stri") and result.paths
+
+
+def test_stop_rules():
+    single = StopRules.around("x = f(a", ", c)\n", multiline=False)
+    assert single.cut("bc") is None
+    assert single.cut("bc\nmore") == "bc"
+    assert single.cut("bc, c) + 1") == "bc"  # stops where the text after the cursor begins
+    assert single.trim("bc, ") == "bc"  # the start of the text after the cursor is not repeated
+    multi = StopRules.around("def f():\n    if x:\n        re", "", multiline=True)
+    assert multi.indent == 8
+    assert multi.cut("turn 1\n        y = 2\n") is None
+    assert multi.cut("turn 1\n    else:\n") == "turn 1"
+    assert multi.cut("turn 1\n\n\ndef g") == "turn 1"
+    following = StopRules.around("def f():\n    x = ", "\n    return x\n", multiline=True)
+    assert following.cut("1\n    return x") == "1"
+
+
+@settings(max_examples=examples(8), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(text=code_text, cut=st.integers(1, 400))
+def test_cpc_completions_never_contradict_what_was_typed(engine, text, cut):
+    """Property: the typed tail plus the completion re-reads as a continuation of the prefix."""
+    start = TEXTWRAP.index("class TextWrapper")
+    prefix = TEXTWRAP[start : start + cut] + text
+    for completion in generate(engine, prefix, options=Options(n=2, max_tokens=3)).completions:
+        assert rereads_the_prefix(engine, prefix, completion), (prefix[-30:], completion)
+
+
+def test_paths_far_behind_the_best_do_not_compete_for_the_first_token(engine):
+    """A path more than ``lookahead_margin`` nats behind the best is not evaluated (at least ``n`` are)."""
+    from cpc.start import Start, contenders
+
+    starts = [Start((1, k), logprob) for k, logprob in enumerate([-0.1, -2.0, -4.2, -9.0])]
+    scores = [start.logprob for start in starts]
+    assert [s.logprob for s in contenders(starts, scores, 4.0, 1)] == [-0.1, -2.0]
+    assert [s.logprob for s in contenders(starts, scores, 4.0, 3)] == [-0.1, -2.0, -4.2]
+    assert len(contenders(starts, scores, float("inf"), 1)) == 4
+    prefix = "import numpy as np\nx = np.zer"
+    evaluated = []
+    for margin in (float("inf"), 0.0):
+        engine.conditioner.clear()
+        before = engine.lm.stats.states
+        result = generate(engine, prefix, "", Options(max_tokens=1, lookahead_margin=margin))
+        evaluated.append(engine.lm.stats.states - before)
+        assert result.completions[0].text.startswith("o")
+    assert evaluated[1] < evaluated[0]
+
+
+LAZY_CASES = [
+    "const { stat } = require('no",
+    "function init () {\n  let headers = rawHeader",
+    "const colors = {\n    yellow,\n    white,\n    se",
+    "    message += ` (attempt",
+    "import numpy as np\nx = np.zer",
+]
+
+
+def test_a_covering_path_is_expanded_only_when_the_byte_marginal_needs_it(engine, monkeypatch):
+    """The first token comes out as if every covering path were expanded, from fewer model states."""
+    lazy, eager = [], []
+    for prefix in LAZY_CASES:
+        for expanded, runs in ((False, lazy), (True, eager)):
+            with monkeypatch.context() as patch:
+                if expanded:  # every path looks cached, so every one is expanded up front
+                    patch.setattr(engine.beam.snapshots, "known", lambda tokens: True)
+                engine.conditioner.clear()
+                before = engine.lm.stats.states
+                result = generate(engine, prefix, "", Options(max_tokens=4))
+                runs.append((result.completions[0].text, engine.lm.stats.states - before))
+    assert [text for text, _ in lazy] == [text for text, _ in eager]
+    assert all(a <= b for (_, a), (_, b) in zip(lazy, eager))
+    assert sum(states for _, states in lazy) < sum(states for _, states in eager)
+
+
+@pytest.mark.parametrize("mode", ["naive", "cpc"])
+def test_a_cold_request_reads_a_cut_window_and_warm_reads_the_whole(engine, mode):
+    """A prompt-time budget cuts the window of a cold request; `warm` reads the whole window, and the
+    same request then reads it all, as without a budget."""
+    cursor = TEXTWRAP.index("        if self.width <= 0:") + len("        if self.wid")
+    prefix, suffix = TEXTWRAP[:cursor], TEXTWRAP[cursor:]
+    tight = Options(mode=mode, max_tokens=4, fim=False, prompt_budget_ms=1)
+    engine.conditioner.clear()
+    cut = generate(engine, prefix, suffix, options=tight)
+    assert cut.cut_short
+    assert SHORT_BLOCK <= cut.prompt_tokens - 1 < 2 * SHORT_BLOCK + 8  # the last block or two, and the tail
+    assert cut.completions
+    again = generate(engine, prefix + "t", suffix, options=tight)
+    assert again.cut_short and again.prompt_tokens >= cut.prompt_tokens - 2, "the cut stays put while typing"
+    read = warm(engine, prefix, suffix, tight)
+    assert read > cut.prompt_tokens and warm(engine, prefix, suffix, tight) == 0
+    whole = generate(engine, prefix, suffix, options=tight)
+    assert not whole.cut_short
+    engine.conditioner.clear()
+    unbudgeted = generate(engine, prefix, suffix, options=replace(tight, prompt_budget_ms=None))
+    assert whole.prompt_tokens == unbudgeted.prompt_tokens and whole.completions
+
+
+def test_past_the_word_budget_the_first_word_comes_early_and_the_line_goes_on(engine):
+    cursor = TEXTWRAP.index("self.width = width") + len("self.wid")
+    whole = generate(engine, TEXTWRAP[:cursor], options=Options(max_tokens=8)).completions[0].text
+    heard: list[list[str]] = []
+    budgeted = Options(max_tokens=8, word_budget_ms=0)
+    grown = generate(engine, TEXTWRAP[:cursor], options=budgeted, early=heard.append).completions[0].text
+    assert whole.startswith("th ") and heard == [["th"]] and grown == whole
+    # nobody to hear a first answer: the budget changes nothing
+    assert generate(engine, TEXTWRAP[:cursor], options=budgeted).completions[0].text == whole

@@ -1,0 +1,167 @@
+"""The remote backend against a real llama-server (built by `make llama-server`) on the default model.
+
+The rows it builds from top-K answers are compared with the in-process
+model's; the bound on the unknown rest must hold; a needed token outside
+the top K widens K; a server of another model is refused by name; and the
+faults: a server that is not there, one that stops answering (SIGSTOP), one
+killed mid-request and started again -- clear errors, then service again
+on the same client.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from cpc.engine import Engine
+from cpc.generate import Options, generate
+from cpc.remote import LlamaServerLM, RemoteMismatch, RemoteOptions, RemoteUnavailable, full_row
+from tests.support.llama_server import LlamaServer, free_port
+
+pytestmark = pytest.mark.slow
+
+PREFIX = "class Box:\n    def __init__(self, width):\n        self.width = width\n\n    def area(self):\n        return self.wid"
+
+
+@pytest.fixture(scope="module")
+def server():
+    # slots erasable (`LlamaServerLM.reset`), and no host-memory prompt cache to restore an erased prompt from
+    with LlamaServer("default", extra=("--slot-save-path", "/tmp", "--cache-ram", "0")) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def local() -> Engine:
+    return Engine.load("default", n_seq=2)
+
+
+def remote_engine(url: str, **options) -> Engine:
+    """A remote engine; its timeout is generous (two busy cores run both ends) unless a test sets one."""
+    return Engine.load(url, remote=RemoteOptions(**{"timeout_s": 60.0} | options))
+
+
+def test_full_row_spreads_the_rest_within_the_bound():
+    logprobs = np.log([0.6, 0.25, 0.1])
+    row, bound = full_row(np.array([5, 1, 7]), logprobs, 10)
+    probs = np.exp(row.astype(np.float64))
+    assert probs.sum() == pytest.approx(1.0)
+    assert bound.rest == pytest.approx(0.05) and bound.kth == pytest.approx(0.1)
+    outside = np.delete(probs, [5, 1, 7])
+    assert outside.max() <= bound.kth and outside == pytest.approx(np.full(7, 0.05 / 7))
+
+
+def test_rows_match_the_in_process_model_and_the_bound_holds(server, local):
+    engine = remote_engine(server.url, top_k=512)
+    lm = engine.lm
+    assert isinstance(lm, LlamaServerLM) and lm.last_error is None
+    prompt = lm.bos + tuple(engine.tokenizer.encode(PREFIX.encode()))
+    for state in (prompt, prompt[:-1], prompt[:-3]):
+        # Each state read whole from an empty cache on both sides: llama.cpp's logits depend on how a
+        # prompt is split into decodes (docs/team-server.md), so only the same split compares exactly.
+        lm.reset()
+        local.lm.reset()
+        remote = np.exp(lm.next_logprobs([state])[0].astype(np.float64))
+        exact = np.exp(local.lm.next_logprobs([state])[0].astype(np.float64))
+        bound = lm.bounds[-1]
+        top = np.argsort(-remote)[: bound.k]
+        assert np.abs(remote[top] - exact[top]).max() < 1e-3, "top-K values are the model's"
+        outside = np.delete(exact, top)
+        assert outside.max() <= bound.kth + 1e-4, "no token outside the top K is above the K-th"
+        assert outside.sum() == pytest.approx(bound.rest, abs=1e-3), "the rest is the mass outside"
+    assert lm.stats.states == 3
+
+
+def test_a_needed_token_outside_the_top_k_widens_k(server, local):
+    engine = remote_engine(server.url, top_k=4)
+    lm = engine.lm
+    prompt = lm.bos + tuple(engine.tokenizer.encode(b"import os\nprint(os."))
+    # The server reads the prompt whole for K = 4, then only its last token again for the wider K:
+    # the same split in-process (llama.cpp's logits depend on it).
+    lm.reset()
+    local.lm.reset()
+    local.lm.next_logprobs([prompt])
+    exact = np.exp(local.lm.next_logprobs([prompt])[0].astype(np.float64))
+    rare = next(t for t in np.argsort(-exact)[40:].tolist() if engine.vocab.pieces[t][:1].isalpha())
+    lm.expect(prompt, engine.vocab.pieces[rare])
+    row = np.exp(lm.next_logprobs([prompt])[0].astype(np.float64))
+    assert lm.widened >= 1 and lm.bounds[-1].k > 4
+    assert row[rare] == pytest.approx(exact[rare], rel=0.02), "the needed token's value is exact after widening"
+
+
+def test_prefill_reads_ahead_and_the_client_knows_what_its_slot_holds(server):
+    engine = remote_engine(server.url)
+    lm = engine.lm
+    text = b"def read_ahead(path):\n    with open(path) as handle:\n        return handle.read()\n"
+    prompt = lm.bos + tuple(engine.tokenizer.encode(text))
+    assert 0 < lm.prefill(prompt) <= len(prompt)  # the slot may hold the start of an earlier prompt
+    assert lm.cached_length(prompt + (1, 2)) == len(prompt)
+    assert lm.prefill(prompt) == 0, "read already"
+    before = lm.stats.tokens
+    lm.next_logprobs([prompt + (1,)])
+    assert lm.stats.tokens - before <= 2, "the slot kept the prompt: only the new token is read"
+
+
+def test_remote_completion_is_the_in_process_one(server, local):
+    """The identifier is the same; later tokens may differ on near-ties (the server batches differently)."""
+    engine = remote_engine(server.url, top_k=4096)
+    options = Options(max_tokens=8)
+    remote = generate(engine, PREFIX, "", options).completions[0].text
+    exact = generate(local, PREFIX, "", options).completions[0].text
+    assert remote.startswith("th") and exact.startswith("th"), (remote, exact)
+
+
+def test_a_server_of_another_model_is_refused_by_name():
+    with LlamaServer("smollm2") as other:
+        with pytest.raises(RemoteMismatch, match="remoteVocab"):
+            remote_engine(other.url)
+
+
+def test_faults_are_clear_and_the_same_client_recovers():
+    port = free_port()
+    engine = remote_engine(f"http://127.0.0.1:{port}", timeout_s=15.0, retries=1, backoff_s=0.1)
+    lm = engine.lm
+    assert "refused the connection" in lm.last_error, "not started: said at load, the engine still loads"
+    with pytest.raises(RemoteUnavailable, match=f"127.0.0.1:{port} refused the connection"):
+        generate(engine, PREFIX, "", Options(max_tokens=4))
+
+    server = LlamaServer("default", port=port).start()
+    try:
+        assert generate(engine, PREFIX, "", Options(max_tokens=4)).completions, "started: served"
+
+        engine.conditioner.clear()
+        server.pause()  # slow: nothing answers
+        started = time.monotonic()
+        with pytest.raises(RemoteUnavailable, match="did not answer .* within 15 s"):
+            generate(engine, PREFIX + "\n", "", Options(max_tokens=4))
+        assert time.monotonic() - started < 30
+        server.resume()
+        engine.conditioner.clear()
+        assert generate(engine, PREFIX, "", Options(max_tokens=4)).completions, "resumed: served"
+
+        # killed mid-request: the request is in flight (paused server), then the process dies
+        errors: list[BaseException] = []
+
+        def request() -> None:
+            try:
+                lm.next_logprobs([lm.bos + (1, 2, 3)])
+            except BaseException as error:  # noqa: BLE001 - checked below
+                errors.append(error)
+
+        server.pause()
+        worker = threading.Thread(target=request)
+        worker.start()
+        time.sleep(0.5)
+        server.kill()
+        worker.join(10)
+        assert len(errors) == 1 and isinstance(errors[0], RemoteUnavailable), errors
+        assert "dropped the connection" in str(errors[0]) or "refused the connection" in str(errors[0])
+
+        server = LlamaServer("default", port=port).start()  # restarted on the same port
+        engine.conditioner.clear()
+        assert generate(engine, PREFIX, "", Options(max_tokens=4)).completions, "restarted: served again"
+        assert lm.last_error is None
+    finally:
+        server.stop()

@@ -1,0 +1,240 @@
+"""Workspace fusion through the server: a real LSP client (pytest-lsp) against `cpc-lsp` on the default model.
+
+The open documents and the workspace folder's files reach the decoder
+(the server's side of fusion): a name defined in another open file, or only in a
+file on disk, is completed; with ``fusion`` off the suggestion is recorded
+(``fusion_off_suggestion`` in the test report, and printed) for comparison.
+"""
+
+from __future__ import annotations
+
+import sys
+import warnings
+from pathlib import Path
+
+import pytest
+import pytest_lsp
+from lsprotocol import types
+from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
+
+from tests.support.lsp_status import status, wait_for_status
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+SERVER = [sys.executable, "-m", "lsp_server", "--model", "default"]
+SETTINGS = {"debounceMs": 0, "maxTokens": 16, "promptBudgetMs": 0, "wordBudgetMs": 0}
+"""No time budgets: what a request reads and writes must not depend on this machine's speed."""
+
+LIB = '''\
+"""Checksums over weighted samples."""
+
+
+def compute_weighted_checksum(data, weights):
+    total = 0
+    for value, weight in zip(data, weights):
+        total = (total + value * weight) % 65521
+    return total
+'''
+MAIN = '''\
+import sys
+
+
+def main(argv):
+    data = [int(arg) for arg in argv[1:]]
+    weights = [1] * len(data)
+    print()
+'''
+TYPED = "compute_wei"
+CALL_LINE = 6  # `    print()`: the name is typed inside the parentheses
+CALL_COLUMN = len("    print(")
+
+DISK_NAME = "frobnicate_quaternion_ledger"
+STORE = f'''\
+"""Ledger entries, rotated."""
+
+
+def {DISK_NAME}(entries, turns=1):
+    return [entry for entry in entries[turns:] + entries[:turns]]
+'''
+IGNORED = '''\
+def zephyr_ignored_helper():
+    return 1
+'''
+EXPECTED_FILES = 2  # .gitignore and store.py; ignored.py is ignored, logo.png is binary
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory) -> Path:
+    """The workspace folder on disk: a file defining a unique name, an ignored file and a binary."""
+    root = tmp_path_factory.mktemp("fusion_project")
+    (root / ".gitignore").write_text("ignored.py\n")
+    (root / "store.py").write_text(STORE)
+    (root / "ignored.py").write_text(IGNORED)
+    (root / "logo.png").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\x00")
+    return root
+
+
+@pytest_lsp.fixture(scope="module", config=ClientServerConfig(server_command=SERVER))
+async def client(lsp_client: LanguageClient, project: Path):
+    root = project.as_uri()
+    await lsp_client.initialize_session(
+        types.InitializeParams(
+            capabilities=client_capabilities("visual-studio-code"),
+            root_uri=root,
+            workspace_folders=[types.WorkspaceFolder(uri=root, name="project")],
+            initialization_options=SETTINGS,
+        )
+    )
+    state = await wait_for_status(lsp_client, lambda s: s.ready or s.error, "the model load")
+    assert state.ready, state.error
+    yield
+    await lsp_client.shutdown_session()
+
+
+def open_document(client: LanguageClient, uri: str, text: str) -> None:
+    client.text_document_did_open(
+        types.DidOpenTextDocumentParams(types.TextDocumentItem(uri=uri, language_id="python", version=1, text=text))
+    )
+
+
+def edit(client: LanguageClient, uri: str, version: int, start: tuple[int, int], end: tuple[int, int], text: str) -> None:
+    client.text_document_did_change(
+        types.DidChangeTextDocumentParams(
+            text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=version),
+            content_changes=[
+                types.TextDocumentContentChangePartial(
+                    range=types.Range(types.Position(*start), types.Position(*end)), text=text
+                )
+            ],
+        )
+    )
+
+
+async def inline(client: LanguageClient, uri: str, line: int, character: int) -> types.InlineCompletionList:
+    return await client.text_document_inline_completion_async(
+        types.InlineCompletionParams(
+            text_document=types.TextDocumentIdentifier(uri),
+            position=types.Position(line, character),
+            context=types.InlineCompletionContext(trigger_kind=types.InlineCompletionTriggerKind.Automatic),
+        )
+    )
+
+
+def configure(client: LanguageClient, **settings) -> None:
+    client.workspace_did_change_configuration(types.DidChangeConfigurationParams(settings={"cpc": settings}))
+
+
+async def settled(client: LanguageClient):
+    """`cpc/status` once the worker has applied every queued document update."""
+    return await wait_for_status(client, lambda s: s.workspace.pending == 0, "the workspace model updates", 60)
+
+
+async def test_a_name_defined_in_another_open_file_is_completed(client: LanguageClient, record_property):
+    open_document(client, "file:///fusion/lib.py", LIB)
+    uri = "file:///fusion/main.py"
+    open_document(client, uri, MAIN)
+    for k, char in enumerate(TYPED):  # typed key by key, as an editor sends it
+        at = (CALL_LINE, CALL_COLUMN + k)
+        edit(client, uri, k + 2, at, at, char)
+    end = CALL_COLUMN + len(TYPED)
+    result = await inline(client, uri, CALL_LINE, end)
+    assert result.items, "a suggestion for `compute_wei|`"
+    fused = result.items[0].insert_text
+    record_property("fusion_on_suggestion", fused)
+    print(f"\nfusion on:  {fused!r}")
+    assert fused.startswith("compute_weighted_checksum"), fused
+
+    # the same cursor without fusion: whatever it answers is recorded for the report
+    configure(client, **SETTINGS, fusion=False)
+    assert (await status(client)).settings.fusion is False
+    plain = await inline(client, uri, CALL_LINE, end)
+    assert plain.items is not None
+    suggestion = plain.items[0].insert_text if plain.items else ""
+    record_property("fusion_off_suggestion", suggestion)
+    print(f"fusion off: {suggestion!r}")
+    configure(client, **SETTINGS, fusion=True)
+    state = await status(client)
+    assert state.settings.fusion is True
+
+
+async def test_the_workspace_folder_is_read_in_the_background(client: LanguageClient):
+    state = await wait_for_status(
+        client, lambda s: s.workspace.state in ("ready", "failed"), "reading the workspace folder", 120
+    )
+    workspace = state.workspace
+    assert workspace.state == "ready", workspace.error
+    assert workspace.files == EXPECTED_FILES and workspace.read.files == EXPECTED_FILES
+    assert workspace.skipped.binary == 1 and workspace.stopped is None
+    assert workspace.tokens > 0 and workspace.identifiers > 0 and workspace.seconds is not None
+    kinds = {type(report).__name__ for reports in client.progress_reports.values() for report in reports}
+    assert {"WorkDoneProgressBegin", "WorkDoneProgressEnd"} <= kinds
+    assert any("workspace read: 2 files" in message.message for message in client.log_messages)
+
+    # a new document uses a name that only the file on disk defines
+    uri = "file:///fusion/use.py"
+    text = "def rotate(entries):\n    return frobnicate_qu"
+    open_document(client, uri, text)
+    result = await inline(client, uri, 1, len("    return frobnicate_qu"))
+    assert result.items, "a suggestion for `frobnicate_qu|`"
+    suggestion = result.items[0].insert_text
+    print(f"\nfrom the disk file: {suggestion!r}")
+    # it spells on along the name from the disk file (nothing else starts `frobnicate_qua`)
+    spelled = suggestion[: len(DISK_NAME)]
+    assert len(spelled) > len("frobnicate_qua") and DISK_NAME.startswith(spelled), suggestion
+    if not suggestion.startswith(DISK_NAME):
+        warnings.warn(f"fusion stopped inside the disk file's name: {suggestion!r}, not {DISK_NAME!r}", stacklevel=1)
+
+
+async def test_turning_indexing_off_drops_the_files_and_on_reads_them_again(client: LanguageClient):
+    await wait_for_status(client, lambda s: s.workspace.state == "ready", "reading the workspace folder", 120)
+    configure(client, **SETTINGS, workspaceIndexing=False)
+    state = await wait_for_status(client, lambda s: s.workspace.state == "off", "dropping the files", 60)
+    assert state.workspace.files == 0
+    configure(client, **SETTINGS, workspaceIndexing=True, workspaceMaxFiles=1)
+    state = await wait_for_status(client, lambda s: s.workspace.state == "ready", "reading the folder again", 120)
+    assert state.workspace.files == 1 and state.workspace.stopped == "max_files"
+    configure(client, **SETTINGS, workspaceMaxFiles=5000)
+    state = await wait_for_status(
+        client, lambda s: s.workspace.state == "ready" and s.workspace.files == EXPECTED_FILES, "the full folder", 120
+    )
+
+
+async def test_a_removed_workspace_folder_is_dropped_and_an_added_one_read(client: LanguageClient, project: Path):
+    await wait_for_status(client, lambda s: s.workspace.state == "ready", "reading the workspace folder", 120)
+    folder = types.WorkspaceFolder(uri=project.as_uri(), name="project")
+
+    def change(added: list, removed: list) -> None:
+        client.workspace_did_change_workspace_folders(
+            types.DidChangeWorkspaceFoldersParams(types.WorkspaceFoldersChangeEvent(added=added, removed=removed))
+        )
+
+    change([], [folder])
+    state = await wait_for_status(client, lambda s: s.workspace.state == "no folders", "dropping the folder", 60)
+    assert state.workspace.files == 0 and state.workspace.folders == []  # rootUri is not read instead
+    change([folder], [])
+    state = await wait_for_status(
+        client, lambda s: s.workspace.state == "ready" and s.workspace.files == EXPECTED_FILES, "the folder again", 120
+    )
+    assert state.workspace.folders == [str(project)]
+
+
+async def test_incremental_edits_count_the_same_as_the_final_text(client: LanguageClient):
+    uri = "file:///fusion/edited.py"
+    open_document(client, uri, "def alpha(x):\n    return x\n\n\nclass Beta:\n    pass\n")
+    edit(client, uri, 2, (1, 11), (1, 12), "x + gamma_value")  # within a line
+    edit(client, uri, 3, (3, 0), (3, 0), "DELTA = 4\nEPSILON = DELTA * 2\n")  # new lines
+    edit(client, uri, 4, (0, 4), (0, 9), "omega")  # a renamed definition
+    edit(client, uri, 5, (5, 0), (7, 0), "")  # lines deleted across a break
+    edit(client, uri, 6, (5, 0), (5, 0), "    def method(self):\n        return EPSILON\n")
+    edited = await settled(client)
+    text = (await client.protocol.send_request_async("cpc/documentText", {"uri": uri})).text
+    assert "omega" in text and "gamma_value" in text and "EPSILON" in text
+    client.text_document_did_close(types.DidCloseTextDocumentParams(types.TextDocumentIdentifier(uri)))
+    closed = await settled(client)
+    assert closed.workspace.documents == edited.workspace.documents - 1
+    open_document(client, "file:///fusion/rebuilt.py", text)
+    rebuilt = await settled(client)
+    assert (rebuilt.workspace.tokens, rebuilt.workspace.identifiers) == (
+        edited.workspace.tokens,
+        edited.workspace.identifiers,
+    )

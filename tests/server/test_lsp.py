@@ -1,0 +1,450 @@
+"""End to end: a real LSP client (pytest-lsp) against `cpc-lsp` on the default model."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import sys
+import time
+
+import pytest
+import pytest_lsp
+from lsprotocol import types
+from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
+
+from lsp_server.server import GROWTH_CAPABILITY, STATUS, SUGGESTION_READY
+from tests.support.lsp_status import status, wait_for_status
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+SERVER = [sys.executable, "-m", "lsp_server"]
+TEXTWRAP = open(importlib.import_module("textwrap").__file__, encoding="utf-8").read()
+SETTINGS = {"debounceMs": 0, "maxTokens": 16, "promptBudgetMs": 0, "wordBudgetMs": 0, "warmCache": False}
+"""No time budgets: what a request reads and writes must not depend on this machine's speed; no
+read-ahead: a request must find the worker free (a test counts whether model work was stopped)."""
+
+
+def initialize_params(encodings: list[str] | None = None, options: dict | None = None,
+                      grows: bool = True) -> types.InitializeParams:
+    capabilities = client_capabilities("visual-studio-code")
+    if grows:  # as the project's editors do: it asks again on cpc/suggestionReady
+        capabilities.experimental = GROWTH_CAPABILITY
+    if encodings:
+        capabilities.general = types.GeneralClientCapabilities(position_encodings=encodings)
+    return types.InitializeParams(capabilities=capabilities, initialization_options=options or SETTINGS)
+
+
+async def wait_until_loaded(client: LanguageClient, timeout: float = 120):
+    return await wait_for_status(client, lambda state: state.ready or state.error, "the model load", timeout)
+
+
+@pytest_lsp.fixture(scope="module", config=ClientServerConfig(server_command=[*SERVER, "--model", "default"]))
+async def client(lsp_client: LanguageClient):
+    lsp_client.status_notifications = []
+    lsp_client.grown = []
+
+    @lsp_client.feature(STATUS)
+    def status_changed(params) -> None:
+        lsp_client.status_notifications.append(params)
+
+    @lsp_client.feature(SUGGESTION_READY)
+    def suggestion_ready(params) -> None:
+        lsp_client.grown.append(params)
+
+    result = await lsp_client.initialize_session(initialize_params())
+    lsp_client.initialize_result = result
+    # asked while the model loads: held, not answered empty, and answered once the model is ready
+    text, line, character = textwrap_case("self.width = width", "self.width = wid")
+    for uri in ("file:///early.py", "file:///early_superseded.py", "file:///early_cancelled.py"):
+        open_document(lsp_client, uri, text)
+    lsp_client.early_state = await status(lsp_client)
+    early = asyncio.ensure_future(inline(lsp_client, "file:///early.py", line, character))
+    # a newer request for the same document ends the older one's wait; $/cancelRequest ends a wait too
+    older = asyncio.ensure_future(inline(lsp_client, "file:///early_superseded.py", line, character))
+    newer = asyncio.ensure_future(inline(lsp_client, "file:///early_superseded.py", line, character))
+    cancelled = asyncio.ensure_future(lsp_client.protocol.send_request_async(
+        types.TEXT_DOCUMENT_INLINE_COMPLETION, inline_params("file:///early_cancelled.py", line, character),
+        msg_id="held-then-cancelled",
+    ))
+    await asyncio.sleep(0.1)
+    lsp_client.protocol.notify(types.CANCEL_REQUEST, types.CancelParams(id="held-then-cancelled"))
+    lsp_client.cancelled_while_loading = await asyncio.gather(cancelled, return_exceptions=True)
+    lsp_client.superseded_while_loading = await older
+    lsp_client.state_after_waits = await status(lsp_client)
+    lsp_client.early_answer, lsp_client.newer_answer = await early, await newer
+    assert (await wait_until_loaded(lsp_client)).ready
+    yield
+    await lsp_client.shutdown_session()
+
+
+def open_document(client: LanguageClient, uri: str, text: str, version: int = 1) -> None:
+    client.text_document_did_open(
+        types.DidOpenTextDocumentParams(types.TextDocumentItem(uri=uri, language_id="python", version=version, text=text))
+    )
+
+
+def insert(client: LanguageClient, uri: str, version: int, line: int, character: int, text: str) -> None:
+    here = types.Position(line, character)
+    client.text_document_did_change(
+        types.DidChangeTextDocumentParams(
+            text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=version),
+            content_changes=[types.TextDocumentContentChangePartial(range=types.Range(here, here), text=text)],
+        )
+    )
+
+
+def inline_params(uri: str, line: int, character: int,
+                  trigger: types.InlineCompletionTriggerKind = types.InlineCompletionTriggerKind.Automatic,
+                  ) -> types.InlineCompletionParams:
+    return types.InlineCompletionParams(
+        text_document=types.TextDocumentIdentifier(uri),
+        position=types.Position(line, character),
+        context=types.InlineCompletionContext(trigger_kind=trigger),
+    )
+
+
+async def inline(client: LanguageClient, uri: str, line: int, character: int,
+                 trigger: types.InlineCompletionTriggerKind = types.InlineCompletionTriggerKind.Automatic,
+                 ) -> types.InlineCompletionList:
+    return await client.text_document_inline_completion_async(inline_params(uri, line, character, trigger))
+
+
+def apply(text: str, item: types.InlineCompletionItem) -> str:
+    """What an editor does when the user accepts ``item``."""
+    lines = text.split("\n")
+    start, end = item.range.start, item.range.end
+    assert start.line == end.line
+    line = lines[start.line]
+    assert line[start.character : end.character] and item.insert_text.startswith(line[start.character : end.character])
+    lines[start.line] = line[: start.character] + item.insert_text + line[end.character :]
+    return "\n".join(lines)
+
+
+def textwrap_case(anchor: str, typed: str, source: str = TEXTWRAP) -> tuple[str, int, int]:
+    """A real file with the rest of the line after ``typed`` (inside ``anchor``) deleted, and the cursor."""
+    start = source.index(anchor)
+    cursor = start + len(typed)
+    line_end = source.index("\n", cursor)
+    text = source[:cursor] + source[line_end:]
+    before = source[:cursor]
+    return text, before.count("\n"), len(before) - before.rfind("\n") - 1
+
+
+async def test_initialize_advertises_inline_completion_and_reports_loading(client: LanguageClient):
+    capabilities = client.initialize_result.capabilities
+    assert capabilities.inline_completion_provider is not None
+    assert capabilities.completion_provider is not None
+    assert capabilities.text_document_sync.change == types.TextDocumentSyncKind.Incremental
+    assert client.early_state.loading and client.early_state.state == "loading"
+    # the requests made while the model loaded: held (not answered empty), then answered by the model
+    assert client.early_answer.items and client.early_answer.items[0].insert_text.startswith("wid")
+    assert client.newer_answer.items
+    assert list(client.superseded_while_loading.items) == []
+    assert "cancel" in str(client.cancelled_while_loading[0]).lower()
+    assert client.state_after_waits.loading, "the superseded and the cancelled waits ended before the model was ready"
+    assert client.state_after_waits.held == 4 and client.state_after_waits.not_ready == 0
+    # the client was told of each change of the model's state
+    assert [note.state for note in client.status_notifications] == ["loading", "ready"]
+    assert client.status_notifications[-1].model
+    kinds = [type(report).__name__ for reports in client.progress_reports.values() for report in reports]
+    assert kinds[0] == "WorkDoneProgressBegin" and kinds[-1] == "WorkDoneProgressEnd" and "WorkDoneProgressReport" in kinds
+    assert any("model ready" in message.message for message in client.log_messages)
+    # where the model runs, from llama.cpp's own load report: this machine's build has no GPU support
+    placement = client.status_notifications[-1].placement
+    assert (placement.backend, placement.offloadedLayers, placement.layers, placement.gpuBuild) == ("CPU", 0, 19, False)
+    assert any(f"on {placement.text}" in message.message for message in client.log_messages)
+
+
+async def test_completion_inside_an_identifier_is_accepted_into_the_document(client: LanguageClient):
+    uri = "file:///textwrap_inside.py"
+    text, line, character = textwrap_case("self.width = width", "self.width = wid")
+    open_document(client, uri, text)
+    result = await inline(client, uri, line, character)
+    assert result.items, "a suggestion for `wid|`"
+    item = result.items[0]
+    assert item.range.end == types.Position(line, character)
+    assert item.insert_text.startswith("wid")
+    accepted = apply(text, item)
+    assert accepted.split("\n")[line].startswith("        self.width = width")
+
+
+async def test_typing_the_suggestion_is_answered_from_cache(client: LanguageClient):
+    uri = "file:///textwrap_cache.py"
+    text, line, character = textwrap_case("self.initial_indent = initial_indent", "self.initial_indent = initial_ind")
+    open_document(client, uri, text)
+    first = (await inline(client, uri, line, character)).items[0]
+    rest = first.insert_text[character - first.range.start.character :]
+    before = await status(client)
+    insert(client, uri, 2, line, character, rest[0])
+    second = (await inline(client, uri, line, character + 1)).items[0]
+    after = await status(client)
+    assert after.from_cache == before.from_cache + 1 and after.from_model == before.from_model
+    assert second.insert_text == first.insert_text  # the same suggestion, one more character typed
+
+
+async def test_fallback_completion_item_edits_the_word(client: LanguageClient):
+    uri = "file:///fallback.py"
+    text, line, character = textwrap_case("self.width = width", "self.width = wid")
+    open_document(client, uri, text)
+    result = await client.text_document_completion_async(
+        types.CompletionParams(text_document=types.TextDocumentIdentifier(uri), position=types.Position(line, character))
+    )
+    item = result.items[0]
+    assert item.text_edit.new_text.startswith("wid") and item.filter_text.startswith("wid")
+    assert item.text_edit.range.end == types.Position(line, character)
+
+
+async def test_bad_requests_get_clear_errors_and_the_server_keeps_serving(client: LanguageClient):
+    uri = "file:///bad.py"
+    open_document(client, uri, "def f():\n    return 1\n")
+    cases = [
+        ("file:///never-opened.py", 0, 0, "unknown document"),
+        (uri, 1, 40, "past the end of line 1"),
+        (uri, 9, 0, "outside"),
+    ]
+    for target, line, character, message in cases:
+        with pytest.raises(Exception, match=message):
+            await inline(client, target, line, character)
+    assert (await inline(client, uri, 1, 9)).items is not None
+    assert (await status(client)).ready
+
+
+async def test_utf16_positions_around_emoji_and_cjk(client: LanguageClient):
+    uri = "file:///emoji.py"
+    line = 'label = "😀 日本" + self.wid'
+    open_document(client, uri, "class A:\n    def f(self):\n        " + line + "\n")
+    units = len(("        " + line).encode("utf-16-le")) // 2
+    assert units == len("        " + line) + 1  # the emoji is two UTF-16 units
+    result = await inline(client, uri, 2, units)
+    assert result.items
+    item = result.items[0]
+    assert item.range.end == types.Position(2, units)
+    assert item.range.start == types.Position(2, units - len("wid"))
+    assert item.insert_text.startswith("wid")
+    inside_the_emoji = len('        label = "') + 1
+    with pytest.raises(Exception, match="splits a character"):
+        await inline(client, uri, 2, inside_the_emoji)
+
+
+async def test_a_storm_of_keystrokes_keeps_only_the_newest_request(client: LanguageClient):
+    uri = "file:///storm.py"
+    text, line, character = textwrap_case("self.break_on_hyphens = break_on_hyphens", "self.break_on_hyphens = brea")
+    open_document(client, uri, text)
+    # the worker counts the new document for fusion first: the storm below is about the model's work
+    await wait_for_status(client, lambda state: state.workspace.pending == 0, "the document counted", 30)
+    before = await status(client)
+    pending = []
+    for k, char in enumerate("k_on_hyph"):
+        insert(client, uri, k + 2, line, character + k, char)
+        request = client.text_document_inline_completion_async(inline_params(uri, line, character + k + 1))
+        pending.append(asyncio.ensure_future(request))
+        await asyncio.sleep(0.01)
+    started = time.perf_counter()
+    state = await status(client)  # answered while the model works: didChange and requests are not blocked
+    assert time.perf_counter() - started < 0.5
+    results = await asyncio.gather(*pending)
+    assert results[-1].items and results[-1].items[0].insert_text.startswith("break_on_hyph")
+    assert sum(1 for r in results[:-1] if not r.items) >= 1, "older requests were dropped"
+    final = await status(client)
+    # each key types on from the request before: the one the model works on is kept for the cache, the
+    # queued ones are dropped
+    assert final.kept > before.kept and final.superseded > before.superseded and final.stopped == before.stopped
+
+
+async def test_cancel_request_stops_the_work(client: LanguageClient):
+    uri = "file:///cancel.py"
+    difflib = open(importlib.import_module("difflib").__file__, encoding="utf-8").read()
+    # another file: a cold prompt, nothing in the KV cache
+    text, line, character = textwrap_case("self.fullbcount = None", "self.fullbco", source=difflib)
+    open_document(client, uri, text)
+    # the worker counts the new document for fusion first: then `running` below means the model
+    await wait_for_status(client, lambda state: state.workspace.pending == 0, "the document counted", 30)
+    before = await status(client)
+    future = asyncio.ensure_future(
+        client.protocol.send_request_async(
+            types.TEXT_DOCUMENT_INLINE_COMPLETION, inline_params(uri, line, character), msg_id="to-cancel"
+        )
+    )
+    while not (await status(client)).running:  # wait until the model is at work on the cold prompt
+        await asyncio.sleep(0.01)
+    client.protocol.notify(types.CANCEL_REQUEST, types.CancelParams(id="to-cancel"))
+    with pytest.raises(Exception, match="cancel"):
+        await future
+    deadline = time.monotonic() + 10
+    while (await status(client)).stopped == before.stopped and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    after = await status(client)
+    assert after.stopped == before.stopped + 1 and after.from_model == before.from_model
+    # the server goes on: the same request, asked again, is answered
+    assert (await inline(client, uri, line, character)).items
+
+
+async def start_cold_request(client: LanguageClient, module: str, anchor: str, typed: str, uri: str,
+                             msg_id: str) -> tuple[asyncio.Future, int, int]:
+    """A request on a prompt no cache holds, once the model is at work on it: (its answer, line, character)."""
+    source = open(importlib.import_module(module).__file__, encoding="utf-8").read()
+    text, line, character = textwrap_case(anchor, typed, source=source)
+    open_document(client, uri, text)
+    await wait_for_status(client, lambda state: state.workspace.pending == 0, "the document counted", 30)
+    future = asyncio.ensure_future(client.protocol.send_request_async(
+        types.TEXT_DOCUMENT_INLINE_COMPLETION, inline_params(uri, line, character), msg_id=msg_id))
+    while not (await status(client)).running:
+        await asyncio.sleep(0.01)
+    return future, line, character
+
+
+async def test_typing_on_keeps_the_work_for_the_suggestion_cache(client: LanguageClient):
+    # as VS Code types: the edit, then $/cancelRequest for the request it made stale, then a request
+    before = await status(client)
+    uri = "file:///typing_on.py"
+    older, line, character = await start_cold_request(
+        client, "difflib", "self.fullbcount = fullbcount", "self.fullbc", uri, "typed-on")
+    insert(client, uri, 2, line, character, "o")
+    client.protocol.notify(types.CANCEL_REQUEST, types.CancelParams(id="typed-on"))
+    newer = await inline(client, uri, line, character + 1)
+    with pytest.raises(Exception, match="cancel"):
+        await older
+    after = await status(client)
+    assert after.kept == before.kept + 1 and after.stopped == before.stopped
+    # the older request's answer ("ount ...", the line before says `self.fullbcount`) answers the newer one
+    assert after.from_cache == before.from_cache + 1 and after.from_model == before.from_model
+    assert newer.items and newer.items[0].insert_text.startswith("fullbcount")
+
+
+async def test_a_request_elsewhere_stops_the_work(client: LanguageClient):
+    before = await status(client)
+    uri = "file:///elsewhere.py"
+    older, line, character = await start_cold_request(
+        client, "shlex", "self.whitespace_split = False", "self.whitespace_sp", uri, "left-behind")
+    # a backspace: the newer cursor does not type on from the older one
+    gone = types.Range(types.Position(line, character - 1), types.Position(line, character))
+    client.text_document_did_change(types.DidChangeTextDocumentParams(
+        text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=2),
+        content_changes=[types.TextDocumentContentChangePartial(range=gone, text="")]))
+    newer = await inline(client, uri, line, character - 1)
+    assert list((await older).items) == []
+    after = await status(client)
+    assert after.stopped == before.stopped + 1 and after.kept == before.kept and after.from_model == before.from_model + 1
+    assert newer.items and newer.items[0].insert_text.startswith("whitespace_split")
+
+
+async def test_an_early_answer_grows_to_the_end_of_the_line_and_the_editor_is_told(client: LanguageClient):
+    """``wordBudgetMs``: past it the request is answered with the first word, the model goes on to the end of
+    the line, and ``cpc/suggestionReady`` names the document, version and position: asked again there, the
+    suggestion cache answers with the whole line, which extends the word shown."""
+    uri = "file:///grow.py"
+    text, line, character = textwrap_case("self.break_on_hyphens = break_on_hyphens", "self.break_on_h")
+    client.workspace_did_change_configuration(
+        types.DidChangeConfigurationParams(settings={"cpc": {**SETTINGS, "wordBudgetMs": 1}}))
+    try:
+        open_document(client, uri, text)
+        before = await status(client)
+        first = await inline(client, uri, line, character)
+        grown = await wait_for_status(client, lambda s: s.grown > before.grown, "the rest of the line")
+        again = await inline(client, uri, line, character)
+    finally:
+        client.workspace_did_change_configuration(types.DidChangeConfigurationParams(settings={"cpc": SETTINGS}))
+    assert [item.insert_text for item in first.items] == ["break_on_hyphens"], "the first word, at once"
+    longer = again.items[0].insert_text
+    assert longer.startswith("break_on_hyphens =") and longer.rstrip() != "break_on_hyphens"
+    note = client.grown[-1]
+    assert (note.uri, note.version, note.position.line, note.position.character) == (uri, 1, line, character)
+    after = await status(client)
+    assert after.from_cache == grown.from_cache + 1 and after.from_model == before.from_model + 1
+    assert after.growing == 0 and after.running == 0
+
+
+async def test_an_invoked_request_gets_the_whole_line(client: LanguageClient):
+    """A request the user invoked is not answered early: VS Code does not ask again at a place where its items
+    came from an invoked request, so the first word would stay on screen."""
+    text, line, character = textwrap_case("self.break_on_hyphens = break_on_hyphens", "self.break_on_h")
+    client.workspace_did_change_configuration(
+        types.DidChangeConfigurationParams(settings={"cpc": {**SETTINGS, "wordBudgetMs": 1}}))
+    try:
+        open_document(client, "file:///invoked.py", text)
+        before = await status(client)
+        answer = await inline(client, "file:///invoked.py", line, character, types.InlineCompletionTriggerKind.Invoked)
+        after = await status(client)
+    finally:
+        client.workspace_did_change_configuration(types.DidChangeConfigurationParams(settings={"cpc": SETTINGS}))
+    assert answer.items[0].insert_text.startswith("break_on_hyphens ="), "the line, not its first word"
+    assert after.from_model == before.from_model + 1 and after.growing == 0
+
+
+async def test_a_client_that_does_not_ask_again_gets_the_whole_line_however_long_it_takes():
+    """Without `GROWTH_CAPABILITY` nothing would ever show the rest of a line answered early: such a
+    client (a generic LSP client, a one-shot script) gets each suggestion whole, whatever ``wordBudgetMs``."""
+    client = await ClientServerConfig(server_command=[*SERVER, "--model", "default"]).start()
+    try:
+        await client.initialize_session(initialize_params(options={**SETTINGS, "wordBudgetMs": 1}, grows=False))
+        await wait_until_loaded(client)
+        text, line, character = textwrap_case("self.break_on_hyphens = break_on_hyphens", "self.break_on_h")
+        open_document(client, "file:///whole.py", text)
+        answer = await inline(client, "file:///whole.py", line, character)
+        assert answer.items[0].insert_text.startswith("break_on_hyphens ="), "the line, not its first word"
+        state = await status(client)
+        assert (state.from_model, state.grown, state.growing) == (1, 0, 0)
+    finally:
+        await client.shutdown_session()
+        await client.stop()
+
+
+async def test_a_cold_request_is_answered_from_a_cut_window_and_the_idle_model_reads_ahead(client: LanguageClient):
+    """``promptBudgetMs``: a request far into a new file reads the text just before the cursor; once the
+    editor is quiet, the worker reads the whole window, and the next request there reads it whole. A file
+    just opened is read ahead at its end."""
+    client.workspace_did_change_configuration(
+        types.DidChangeConfigurationParams(settings={"cpc": {**SETTINGS, "promptBudgetMs": 1, "warmCache": True}})
+    )
+    uri = "file:///warm/textwrap.py"
+    cursor = TEXTWRAP.index("        if self.width <= 0:") + len("        if self.wid")
+    before = TEXTWRAP[:cursor]
+    line, character = before.count("\n"), len(before.rpartition("\n")[2])
+    try:
+        open_document(client, uri, TEXTWRAP[:cursor] + "\n" + TEXTWRAP[cursor:])
+        start = await status(client)
+        assert (await inline(client, uri, line, character)).items
+        cut = await wait_for_status(client, lambda s: s.from_model > start.from_model, "the first answer")
+        assert cut.cut_short == start.cut_short + 1, "a cold request far into the file reads a cut window"
+        warmed = await wait_for_status(client, lambda s: s.warmed > cut.warmed, "reading the whole window ahead")
+        insert(client, uri, 2, line, character, "x")
+        assert (await inline(client, uri, line, character + 1)) is not None
+        after = await wait_for_status(client, lambda s: s.from_model > warmed.from_model, "the next answer")
+        assert after.cut_short == cut.cut_short, "the window read ahead serves the next request whole"
+
+        opened = await status(client)
+        open_document(client, "file:///warm/opened.py", TEXTWRAP)
+        await wait_for_status(client, lambda s: s.warmed > opened.warmed, "reading a new file's end ahead")
+    finally:
+        client.workspace_did_change_configuration(types.DidChangeConfigurationParams(settings={"cpc": SETTINGS}))
+
+
+async def test_a_missing_model_is_reported_and_the_server_keeps_serving(tmp_path):
+    config = ClientServerConfig(server_command=[*SERVER, "--model", str(tmp_path / "missing.gguf")])
+    client = await config.start()
+    try:
+        await client.initialize_session(initialize_params())
+        state = await wait_until_loaded(client, timeout=30)
+        assert not state.ready and "missing.gguf" in state.error and state.state == "error"
+        assert any("missing.gguf" in message.message for message in client.messages)
+        open_document(client, "file:///x.py", "import o")
+        assert list((await inline(client, "file:///x.py", 0, 8)).items) == []
+    finally:
+        await client.shutdown_session()
+        await client.stop()
+
+
+async def test_utf8_positions_when_the_client_offers_them():
+    client = await ClientServerConfig(server_command=[*SERVER, "--model", "smollm2"]).start()
+    try:
+        result = await client.initialize_session(initialize_params(encodings=["utf-8", "utf-16"]))
+        assert result.capabilities.position_encoding == types.PositionEncodingKind.Utf8
+        await wait_until_loaded(client)
+        line = "name = '日本語' + self.wid"
+        open_document(client, "file:///utf8.py", "class A:\n  def f(self):\n    " + line + "\n")
+        end = len(("    " + line).encode())
+        item = (await inline(client, "file:///utf8.py", 2, end)).items[0]
+        assert item.range.start == types.Position(2, end - 3) and item.insert_text.startswith("wid")
+    finally:
+        await client.shutdown_session()
+        await client.stop()
