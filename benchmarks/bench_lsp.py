@@ -43,7 +43,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from cpc.session import CompletionSession  # noqa: E402
+from cpc.session import CompletionSession, EngineSettings  # noqa: E402
 from lsp_server.headless import HeadlessEditor, Request  # noqa: E402
 from lsp_server.settings import Settings  # noqa: E402
 from benchmarks.bench_server import parse_setting  # noqa: E402
@@ -236,8 +236,8 @@ def through_engine(model: str, rows: list[dict], settings: Settings) -> None:
     update first (as ``didChange`` queues one), and fusion weighs the same. Adds ``bare_ms``,
     ``bare_text`` and ``bare_from_cache`` to each row."""
     session = CompletionSession()
-    session.max_document_bytes = settings.workspace_max_file_bytes
-    session.load(model, threads=settings.threads)
+    session.limit_documents(settings.workspace_max_file_bytes)
+    session.load(EngineSettings(model, threads=settings.threads))
     for row in rows:
         started = time.perf_counter()
         session.update_document(row["uri"], row["prefix"] + row["suffix"])

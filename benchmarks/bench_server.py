@@ -48,7 +48,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from cpc.bench.corpus import expand  # noqa: E402
 from cpc.bench.quality import Case, draw_cases, line_exact, shorten, word_exact  # noqa: E402
 from cpc.generate import Options  # noqa: E402
-from cpc.session import CompletionSession  # noqa: E402
+from cpc.session import CompletionSession, EngineSettings  # noqa: E402
 from lsp_server.headless import HeadlessEditor  # noqa: E402
 from lsp_server.settings import Settings  # noqa: E402
 
@@ -173,7 +173,7 @@ def run(model: str, files: str, cases: int, seed: int, prompt: str, modes: list[
     if problems:
         raise SystemExit("; ".join(problems))
     session = CompletionSession()
-    session.load(model)
+    session.load(EngineSettings(model))
     drawn = development_cases(session, files, cases, seed, prompt)
     del session  # the server loads its own model
     timelines, served = asyncio.run(through_server(model, drawn, modes, changes, horizon_s, pause))
@@ -218,7 +218,7 @@ def add_engine(result: dict) -> None:
     (no time budget), so ``--engine-later`` can run it after the server's part, while the machine does other
     work."""
     session = CompletionSession()
-    session.load(result["model"])
+    session.load(EngineSettings(result["model"]))
     drawn = development_cases(session, result["files"], result["cases"], result["seed"], result["prompt"])
     settings, _ = Settings().updated(result["changed"])
     modes = list(result["server"])

@@ -23,7 +23,7 @@ fusion=FusionWeights())`` fuses it into every token choice; without
 ``fusion`` a completion is exactly what it was without a workspace.
 
     >>> session = CompletionSession()
-    >>> session.load("smollm2")
+    >>> session.load(EngineSettings(model="smollm2"))
     >>> answer = session.complete("doc", "import os\\nos.listd", "", Options(max_tokens=2))
     >>> answer.completions[0].startswith("ir"), answer.from_cache
     (True, False)
@@ -43,12 +43,25 @@ from typing import Any
 
 from cpc.engine import Engine
 from cpc.fusion import FusionWeights, WorkspaceModel
-from cpc.generate import Options, generate, warm
-from cpc.lm import DEFAULT_CONTEXT_SIZE
-from cpc.models import Progress
-from cpc.remote import RemoteOptions
+from cpc.generate import MODES, Options, generate, warm
+from cpc.lm import DEFAULT_CONTEXT_SIZE, Cancelled
+from cpc.models import ModelError, Progress
+from cpc.remote import LlamaServerLM, RemoteMismatch, RemoteOptions, RemoteUnavailable
 from cpc.window import suffix_window, text_window
 from cpc.workspace import ScanReport, WorkspaceLimits, WorkspaceProgress, workspace_files
+
+__all__ = [
+    # the door
+    "Answer", "CompletionSession", "EngineSettings", "SuggestionCache",
+    # what a caller passes and reads: value types
+    "DEFAULT_CONTEXT_SIZE", "MODES", "FusionWeights", "Options", "RemoteOptions", "ScanReport", "WorkspaceLimits",
+    # the errors a caller catches
+    "Cancelled", "ModelError", "MODEL_SERVER_ERRORS", "RemoteMismatch", "RemoteUnavailable",
+]
+
+MODEL_SERVER_ERRORS = (RemoteUnavailable, RemoteMismatch)
+"""What a request raises when the model's server does not answer, or serves another model: the
+server is down, not the request wrong (``except MODEL_SERVER_ERRORS``)."""
 
 
 @dataclass(frozen=True)
@@ -150,6 +163,28 @@ class CompletionSession:
     def ready(self) -> bool:
         return self.engine is not None
 
+    @property
+    def model_name(self) -> str | None:
+        """The loaded model's name (its file's), None before a load."""
+        return self.engine.vocab.name if self.engine is not None else None
+
+    @property
+    def model_path(self) -> str | None:
+        """The loaded model's file (for a model on a server: its vocabulary's), None before a load."""
+        return str(self.engine.model.path) if self.engine is not None else None
+
+    @property
+    def server_error(self) -> str | None:
+        """Why the model's server did not answer the last time it was asked (None while it does, and for
+        a model that runs in this process)."""
+        lm = self.engine.lm if self.engine is not None else None
+        return lm.last_error if isinstance(lm, LlamaServerLM) else None
+
+    def limit_documents(self, max_bytes: int | None) -> None:
+        """Leave open documents larger than ``max_bytes`` (UTF-8) out of the workspace model from their
+        next update on, like workspace files over their size cap (None: no limit)."""
+        self.max_document_bytes = max_bytes
+
     def placement(self) -> dict[str, Any] | None:
         """Where the model runs: llama.cpp's backend and device and the layers offloaded there
         (`cpc.gguf.Placement`), or the server's address for a shared one; None before a load."""
@@ -162,9 +197,7 @@ class CompletionSession:
                     "gpuBuild": None, "text": f"the model server at {url}"}
         return engine.model.placement.as_json()
 
-    def load(self, model: str = "default", *, gpu_layers: int = 0, threads: int = 0,
-             context_size: int = DEFAULT_CONTEXT_SIZE, remote: RemoteOptions = RemoteOptions(),
-             progress: Progress | None = None) -> None:
+    def load(self, settings: EngineSettings, progress: Progress | None = None) -> None:
         """Load the engine unless it is loaded with these settings already.
 
         A new engine gets a new workspace model, fed the open documents (its
@@ -172,12 +205,11 @@ class CompletionSession:
         `cpc.models.ModelError` for a missing or corrupt model, or a context
         too large to allocate; the engine loaded before stays in service.
         """
-        settings = EngineSettings(model, gpu_layers, threads, context_size, remote)
         if settings == self.settings and self.engine is not None:
             return
         engine = Engine.load(
-            model, gpu_layers=gpu_layers, threads=threads or None, n_ctx=context_size, progress=progress,
-            remote=remote,
+            settings.model, gpu_layers=settings.gpu_layers, threads=settings.threads or None,
+            n_ctx=settings.context_size, progress=progress, remote=settings.remote,
         )
         workspace = WorkspaceModel(engine.tokenizer)
         for key, text in self.documents.items():
@@ -204,6 +236,11 @@ class CompletionSession:
         self.documents[key] = text
         if self.workspace is not None:
             self.workspace.update_document(key, text)
+
+    def forget(self, key: str) -> None:
+        """Drop document ``key``'s suggestions at once, from any thread (it closed: its cache must not
+        answer while `close_document` waits for the worker)."""
+        self.cache.forget(key)
 
     def close_document(self, key: str) -> None:
         self.documents.pop(key, None)

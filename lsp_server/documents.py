@@ -158,6 +158,15 @@ def use_lsp_documents(protocol: LanguageServerProtocol) -> None:
     protocol._workspace = LSPWorkspace.like(protocol.workspace)
 
 
+def edit_end(workspace: Workspace, params: types.DidChangeTextDocumentParams) -> int | None:
+    """Where the last change of a ``didChange`` ends in the new text (None: a whole-text change)."""
+    document = workspace.text_documents.get(params.text_document.uri)
+    change = params.content_changes[-1] if params.content_changes else None
+    if document is None or not isinstance(change, types.TextDocumentContentChangePartial):
+        return None
+    return document.offset_at_position(change.range.start) + len(change.text)
+
+
 def _show(value: types.Position | types.Range) -> str:
     if isinstance(value, types.Range):
         return f"{_show(value.start)}-{_show(value.end)}"

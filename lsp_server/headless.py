@@ -34,7 +34,7 @@ from typing import Any
 from lsprotocol import types
 from pygls.lsp.client import LanguageClient
 
-from lsp_server.server import DOCUMENT_TEXT, GROWTH_CAPABILITY, STATUS, SUGGESTION_READY
+from lsp_server.extensions import DOCUMENT_TEXT, GROWTH_CAPABILITY, STATUS, SUGGESTION_READY
 
 
 @dataclass(eq=False)

@@ -16,12 +16,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
-from cpc.fusion import FusionWeights
-from cpc.generate import MODES, Options
-from cpc.lm import DEFAULT_CONTEXT_SIZE
-from cpc.remote import RemoteOptions
-from cpc.session import EngineSettings
-from cpc.workspace import WorkspaceLimits
+from cpc.session import (
+    DEFAULT_CONTEXT_SIZE, MODES, EngineSettings, FusionWeights, Options, RemoteOptions, WorkspaceLimits,
+)
 
 _LIMITS = WorkspaceLimits()
 GENERATION_BUDGET_MS = 2000.0

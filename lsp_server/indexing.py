@@ -1,0 +1,237 @@
+"""What workspace fusion reads: the open documents, queued on the engine's worker, and the workspace folders.
+
+The session's workspace model (`cpc.session.CompletionSession`) follows the
+open documents: each ``didOpen``/``didChange`` queues the document's newest
+text on the worker thread, so a completion submitted after it sees it, and
+edits queued meanwhile are coalesced (`queue_document`). It reads the
+client's ``workspaceFolders`` (else ``rootUri``) on a thread of its own,
+with a work-done progress bar; a setting change, a new folder or a model
+load starts that again, and a reading under way for something else is
+cancelled first (`refresh`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Executor
+from dataclasses import dataclass, field
+from typing import Any
+
+from pygls.uris import to_fs_path, uri_scheme
+from pygls.workspace import Workspace
+
+from cpc.session import CompletionSession, ScanReport, WorkspaceLimits
+from lsp_server.progress import ProgressBar, call_soon, settle
+
+log = logging.getLogger("cpc-lsp.indexing")
+
+
+@dataclass
+class IndexingJob:
+    """One reading of the workspace folders into the session's workspace model (or the lack of one)."""
+
+    limits: WorkspaceLimits | None = None
+    """None: no folder is read (``fusion`` or ``workspaceIndexing`` is off)."""
+    folders: tuple[str, ...] = ()
+    state: str = "off"
+    """``off``, ``no folders``, ``waiting`` (for the model), ``indexing``, ``ready``, ``cancelled`` or ``failed``."""
+    workspace: object | None = None
+    """The workspace model it reads into."""
+    report: ScanReport = field(default_factory=ScanReport)
+    seconds: float | None = None
+    error: str | None = None
+    stop: threading.Event = field(default_factory=threading.Event)
+
+    def as_json(self) -> dict[str, Any]:
+        report = self.report
+        return {
+            "state": self.state,
+            "folders": list(self.folders),
+            "read": {"files": report.files, "bytes": report.bytes},
+            "skipped": {
+                "binary": report.skipped_binary,
+                "large": report.skipped_large,
+                "unreadable": report.skipped_unreadable,
+            },
+            "stopped": report.stopped,
+            "seconds": self.seconds,
+            "error": self.error,
+        }
+
+
+@dataclass(eq=False)
+class WorkspaceIndexer:
+    """Feeds the session's workspace model: open documents on the worker, folders on a thread of their own."""
+
+    session: CompletionSession
+    worker: Executor
+    workspace: Callable[[], Workspace]
+    """The client's documents and folders."""
+    limits: Callable[[], WorkspaceLimits | None]
+    """What a reading may read (None: no folder is read)."""
+    model_ready: Callable[[], bool]
+    """A model is loaded and none is loading: the workspace model is the one that will serve."""
+    progress_bar: Callable[[str], ProgressBar]
+    log_line: Callable[[str], None]
+    job: IndexingJob = field(default_factory=IndexingJob, init=False)
+    folders_given: bool = field(default=False, init=False)
+    """Whether the client sent ``workspaceFolders`` (then ``rootUri`` is not read, even with no folder left)."""
+    pending: int = field(default=0, init=False)
+    """Workspace model updates submitted to the worker and not done yet (``cpc/status``: ``pending``)."""
+    _pending_texts: dict[str, str] = field(default_factory=dict, init=False)
+    """Document texts queued for the workspace model: the newest per document."""
+    _pending_lock: threading.Lock = field(default_factory=threading.Lock, init=False)
+
+    # -- open documents ------------------------------------------------------------
+
+    def queue_document(self, uri: str) -> None:
+        """Bring the workspace model up to date with document ``uri`` (open) on the worker thread.
+
+        Queued behind whatever the worker has, so a completion requested
+        after this edit sees it; edits queued meanwhile are coalesced: the
+        update applies the newest text.
+        """
+        document = self.workspace().text_documents.get(uri)
+        if document is None:
+            return
+        with self._pending_lock:
+            queued = uri in self._pending_texts
+            self._pending_texts[uri] = document.source
+        if not queued:
+            self._submit(self._apply_document, uri)
+
+    def forget_document(self, uri: str) -> None:
+        """Document ``uri`` was closed: its suggestions go now, its text leaves the workspace model on the worker."""
+        with self._pending_lock:
+            self._pending_texts.pop(uri, None)
+        self.session.forget(uri)
+        self._submit(self.session.close_document, uri)
+
+    def _apply_document(self, uri: str) -> None:
+        with self._pending_lock:
+            text = self._pending_texts.pop(uri, None)
+        if text is not None:
+            self.session.update_document(uri, text)
+
+    def _submit(self, work: Callable[[str], None], uri: str) -> None:
+        def run() -> None:
+            try:
+                work(uri)
+            except Exception:  # the workspace model must not take the worker down
+                log.exception("updating the workspace model failed")
+            finally:
+                with self._pending_lock:
+                    self.pending -= 1
+
+        with self._pending_lock:
+            self.pending += 1
+        self.worker.submit(run)
+
+    # -- workspace folders ---------------------------------------------------------
+
+    def folders(self) -> tuple[str, ...]:
+        """The client's workspace folders (``workspaceFolders``, else ``rootUri``/``rootPath``) on this file system."""
+        workspace = self.workspace()
+        uris = [folder.uri for folder in workspace.folders.values()]
+        if not self.folders_given and not uris and workspace.root_uri:
+            uris = [workspace.root_uri]
+        paths = []
+        for uri in uris:
+            path = to_fs_path(uri) if uri_scheme(uri) == "file" else None
+            if path and path not in paths:
+                paths.append(path)
+        return tuple(paths)
+
+    def stop(self) -> None:
+        """Cancel the reading of the workspace folders, if one runs (a model load will start it again)."""
+        self.job.stop.set()
+        if self.job.state == "indexing":
+            self.job = IndexingJob(self.job.limits, self.job.folders, state="waiting")
+
+    def refresh(self) -> None:
+        """Read the workspace folders again if what to read changed, or the workspace model did.
+
+        Called when the settings change, the folders change and a model load
+        ends. A reading under way for something else is cancelled first;
+        with nothing to read, the files read before are dropped.
+        """
+        limits = self.limits()
+        folders = self.folders() if limits is not None else ()
+        current = self.job
+        if not self.model_ready():
+            if (limits, folders) != (current.limits, current.folders) or current.state == "indexing":
+                current.stop.set()
+                self.job = IndexingJob(limits, folders, state="waiting" if limits and folders else "off")
+            return
+        workspace = self.session.workspace
+        same = (limits, folders, workspace) == (current.limits, current.folders, current.workspace)
+        if same and current.state != "cancelled":
+            return
+        current.stop.set()
+        self.job = IndexingJob(limits, folders, state="indexing", workspace=workspace)
+        asyncio.ensure_future(self._read(self.job))
+
+    async def _read(self, job: IndexingJob) -> None:
+        """Read ``job``'s folders into its workspace model on a thread of its own, with work-done progress."""
+        reading = bool(job.limits and job.folders)
+        bar = self.progress_bar("cpc: reading the workspace")
+        if reading:
+            await bar.begin()
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future = loop.create_future()
+
+        def run() -> None:
+            try:
+                result = self.session.index_workspace(
+                    job.folders if reading else (), job.limits or WorkspaceLimits(), bar.report, job.stop.is_set,
+                    job.report,
+                )
+            except BaseException as error:  # noqa: BLE001 - handed to the event loop
+                call_soon(loop, settle, done, None, error)
+            else:
+                call_soon(loop, settle, done, result, None)
+
+        started = time.perf_counter()
+        threading.Thread(target=run, name="cpc-workspace", daemon=True).start()
+        try:
+            await done
+        except Exception as error:
+            log.error("reading the workspace failed", exc_info=error)
+            if self.job is job:
+                job.state, job.error = "failed", str(error)
+            message = "failed"
+        else:
+            job.seconds = time.perf_counter() - started
+            message = self._settled(job)
+        finally:
+            bar.end(message)
+
+    def _settled(self, job: IndexingJob) -> str:
+        """Settle ``job``'s state after its reading ended; a log line; the progress's last message."""
+        report = job.report
+        if report.stopped == "cancelled":
+            job.state = "cancelled" if self.job is job else job.state
+            return "cancelled"
+        if job.limits is None:
+            job.state = "off"
+            return "off"
+        if not job.folders:
+            job.state = "no folders"
+            return "no folders"
+        job.state = "ready"
+        stats = self.session.workspace_stats() or {}
+        stopped = f"; stopped at {report.stopped}" if report.stopped else ""
+        self.log_line(
+            f"workspace read: {report.files} files, {report.bytes} bytes, {stats.get('tokens', 0)} tokens, "
+            f"{stats.get('identifiers', 0)} names in {job.seconds:.1f} s (skipped: {report.skipped_binary} binary, "
+            f"{report.skipped_large} too large, {report.skipped_unreadable} unreadable{stopped})"
+        )
+        return f"{report.files} files"
+
+    def as_json(self) -> dict[str, Any]:
+        """``cpc/status``'s ``workspace``: the workspace model's counts, the updates pending, the reading."""
+        return {**(self.session.workspace_stats() or {}), "pending": self.pending, **self.job.as_json()}

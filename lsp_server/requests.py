@@ -1,0 +1,478 @@
+"""Request admission on the engine's one worker: newest wins, typed-on work is kept, suggestions grow, the idle model reads ahead.
+
+The engine never runs on the event loop: completions run on one worker
+thread, so ``didChange`` is handled while a completion runs. What a request
+may do is one small object per request (`Ticket`):
+
+- **Newest wins.** A request is *superseded* when a newer request for its
+  document comes: it answers an empty list, before the model if it has not
+  started. ``$/cancelRequest`` stops it the same way.
+- **Typed-on work is kept** (Continue's generator reuse). Model work that
+  the newest request only types on from (`Cursor.typed_on_by`), or that was
+  cancelled after the document was edited (the user types: the next
+  request is on its way), runs on for the suggestion cache while its
+  suggestion can still start with the characters typed since; the newest
+  request, queued behind it, is answered from that cache when they do.
+- **Growing suggestions** (``wordBudgetMs``), for a client that declares it
+  asks again (`lsp_server.extensions.GROWTH_CAPABILITY`): a request whose
+  generation runs past the word budget is answered at once with each
+  suggestion cut after its first word, and the model goes on to the end of
+  the line in the background. When the cache then holds more for the
+  document's newest cursor than its request was answered, the editor is
+  told (`lsp_server.extensions.SUGGESTION_READY`) and asks again. Growing
+  work stops like any other, and also when a request comes for another
+  document.
+- **Waiting for the model.** A request that comes while the first model
+  loads is held until the load ends (at most `HOLD_LIMIT_S`); with no model
+  loaded and none loading, requests answer an empty list.
+- **Reading ahead** (``warmCache``). When the editor has been quiet for
+  `WARM_IDLE_S` and the worker is idle, the worker reads the prompt window
+  at the last edit (at the end of a newly opened file) into the KV cache,
+  and, after an answer whose window was cut for ``promptBudgetMs``, the
+  whole window.
+- **Stale work stops at once.** Work that an edit, a request or a cancel
+  makes stale (a read-ahead, a request not typed on) is broken into inside
+  the model's evaluation (`cpc.session.CompletionSession.stop_now`), so the
+  newest request gets the worker within a millisecond.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import re
+import threading
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import Executor, Future
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from lsprotocol import types
+from pygls.exceptions import JsonRpcInvalidParams
+from pygls.workspace import Workspace
+
+from cpc.session import MODEL_SERVER_ERRORS, Answer, Cancelled, CompletionSession, FusionWeights, Options
+from lsp_server.documents import character_index
+from lsp_server.extensions import SUGGESTION_READY
+from lsp_server.progress import call_soon, settle, settle_from
+from lsp_server.settings import Settings
+
+T = TypeVar("T")
+
+HOLD_LIMIT_S = 300.0
+"""The longest a request waits for a loading model: more than a cold start on a slow
+CPU (assembling the default model and loading it), and a hung load cannot hold requests forever."""
+WARM_IDLE_S = 0.25
+"""How long the editor must be quiet before the idle model reads a prompt window ahead (`warmCache`)."""
+_WORD_BEFORE = re.compile(r"\w+$")
+_LONGEST_WORD = 256
+log = logging.getLogger("cpc-lsp.requests")
+
+
+@dataclass(frozen=True)
+class Cursor:
+    """A position in an open document, split the way the engine needs it."""
+
+    uri: str
+    prefix: str
+    suffix: str
+    word: str
+    """The part of the identifier before the cursor: suggestions replace it, so they start with it."""
+    replace: types.Range
+    """From the start of ``word`` to the cursor, in the client's units."""
+
+    @classmethod
+    def at(cls, workspace: Workspace, uri: str, position: types.Position) -> Cursor:
+        """The text around ``position``; a clear error for an unknown document or a position off the text."""
+        document = workspace.text_documents.get(uri)
+        if document is None:
+            raise JsonRpcInvalidParams(f"unknown document {uri}: it was never opened (textDocument/didOpen)")
+        lines = document.lines  # LSP's lines: see lsp_server.documents
+        line, character = position.line, position.character
+        if line > len(lines) or (line == len(lines) and character > 0) or line < 0 or character < 0:
+            raise JsonRpcInvalidParams(f"position {line}:{character} is outside {uri} ({len(lines)} lines)")
+        text = lines[line].rstrip("\r\n") if line < len(lines) else ""
+        column, exact = character_index(text, character, workspace.position_codec)
+        if not exact:
+            raise JsonRpcInvalidParams(
+                f"position {line}:{character} is past the end of line {line} or splits a character "
+                f"(positions count {workspace.position_encoding} code units)"
+            )
+        start = sum(len(previous) for previous in lines[:line]) + column
+        source = document.source
+        # in a bounded window: over a whole line `\w+$` is quadratic in its runs of word characters (minified code)
+        word = _WORD_BEFORE.search(text, max(0, column - _LONGEST_WORD), column)
+        word_text = word.group() if word else ""
+        units = workspace.position_codec.client_num_units(text[: column - len(word_text)])
+        return cls(
+            uri=uri,
+            prefix=source[:start],
+            suffix=source[start:],
+            word=word_text,
+            replace=types.Range(start=types.Position(line, units), end=types.Position(line, character)),
+        )
+
+    def typed_on_by(self, newer: Cursor) -> bool:
+        """Whether ``newer`` is this cursor after typing on (on the same line): an answer for this
+        one may start with what was typed, and then answers ``newer`` from the suggestion cache.
+
+        >>> nowhere = types.Range(types.Position(0, 0), types.Position(0, 0))
+        >>> sel, self_w, se = (Cursor("file:///a.py", text, ")", "", nowhere) for text in ("f(sel", "f(self.w", "f(se"))
+        >>> sel.typed_on_by(self_w), sel.typed_on_by(se)
+        (True, False)
+        """
+        typed = newer.prefix[len(self.prefix):]
+        return (newer.uri == self.uri and newer.suffix == self.suffix and len(typed) <= _LONGEST_WORD
+                and "\n" not in typed and newer.prefix.startswith(self.prefix))
+
+
+class Loading:
+    """Whether a model load is under way: requests that come meanwhile wait for its end."""
+
+    def __init__(self) -> None:
+        self.active = False
+        self.ended = asyncio.Event()
+        """Set when no load is under way."""
+        self.ended.set()
+
+    def start(self) -> bool:
+        """A load starts; whether none was under way."""
+        if self.active:
+            return False
+        self.active = True
+        self.ended.clear()
+        return True
+
+    def finish(self) -> None:
+        self.active = False
+        self.ended.set()
+
+
+class Ticket:
+    """One completion request in the queue: whether its model work is still wanted.
+
+    The policy of the module docstring, asked by the worker before and
+    during the model work (`superseded`, `stale`, `wants`).
+    """
+
+    def __init__(self, requests: Requests, cursor: Cursor, number: int) -> None:
+        self.requests = requests
+        self.cursor = cursor
+        self.number = number
+        self.edits = requests.edits.get(cursor.uri, 0)
+        """The document's edits when the request came."""
+        self.stop = threading.Event()
+        """``$/cancelRequest`` came for it."""
+        self.answered = threading.Event()
+        """It was answered early, and its model work goes on growing the suggestion."""
+
+    def superseded(self) -> bool:
+        """Cancelled, or a newer request for the document came: its answer is not wanted."""
+        return self.stop.is_set() or self.requests.latest.get(self.cursor.uri) != self.number
+
+    def stale(self) -> bool:
+        """Whether its model work should stop: its answer is wanted neither by it nor by the cache."""
+        cursor, newest = self.cursor, self.requests.newest.get(self.cursor.uri)
+        if newest is not cursor:  # a newer request, or the document closed (None)
+            return newest is None or not cursor.typed_on_by(newest)
+        if self.answered.is_set() and self.requests.last_cursor.uri != cursor.uri:
+            return True  # growing a suggestion in a document the user has left
+        return self.stop.is_set() and self.requests.edits.get(cursor.uri, 0) == self.edits
+
+    def wants(self, text: str) -> bool:
+        """Whether a suggestion ``text`` can still start what was typed since (kept work stops otherwise)."""
+        typed = self.requests.newest.get(self.cursor.uri, self.cursor).prefix[len(self.cursor.prefix):]
+        return text.startswith(typed) or typed.startswith(text)
+
+
+def _counters() -> dict[str, int]:
+    return dict.fromkeys((
+        "requests", "from_cache", "from_model", "superseded", "stopped", "not_ready",
+        "held", "cut_short", "warmed", "warm_stopped", "kept", "grown",
+    ), 0)
+
+
+@dataclass(eq=False)
+class Requests:
+    """Admission of completion requests and read-ahead on the engine's worker thread."""
+
+    session: CompletionSession
+    worker: Executor
+    settings: Callable[[], Settings]
+    workspace: Callable[[], Workspace]
+    loading: Loading
+    notify: Callable[[str, Any], None]
+    """Sends a notification to the client."""
+    show_error: Callable[[str], None]
+    """Tells the user a request failed."""
+    server_down: Callable[[str], None]
+    """The model's server does not answer."""
+    model_answered: Callable[[], None]
+    """The model answered (its server, if it was down, is back)."""
+    counts: dict[str, int] = field(default_factory=_counters, init=False)
+    """``superseded``: dropped for a newer request before the model started;
+    ``stopped``: model work stopped early (a newer request, or ``$/cancelRequest``);
+    ``kept``: model work finished for the suggestion cache after a newer request typed on from it;
+    ``held``: came while the model loaded and waited for it; ``not_ready``: answered empty for want of a model;
+    ``cut_short``: model answers from a window cut for ``promptBudgetMs``;
+    ``warmed`` / ``warm_stopped``: prompt windows read ahead while idle, whole / stopped by the user;
+    ``grown``: suggestions answered early that grew, and the editor was told (`SUGGESTION_READY`)."""
+    client_grows: bool = field(default=False, init=False)
+    """Whether the client asks again on `SUGGESTION_READY`: only then is a request answered early."""
+    in_flight: int = field(default=0, init=False)
+    """Requests waiting for the worker or running on it."""
+    growing: int = field(default=0, init=False)
+    """Suggestions answered early whose rest is still being generated."""
+    latest: dict[str, int] = field(default_factory=dict, init=False)
+    """The number of the newest request per document."""
+    newest: dict[str, Cursor] = field(default_factory=dict, init=False)
+    """The cursor of the newest request per document."""
+    last_cursor: Cursor | None = field(default=None, init=False)
+    """The cursor of the newest request of all."""
+    edits: dict[str, int] = field(default_factory=dict, init=False)
+    """Edits per document (``didOpen`` and ``didChange``)."""
+    _numbers: Iterator[int] = field(default_factory=itertools.count, init=False)
+    _shown: dict[str, tuple[Cursor, list[str]]] = field(default_factory=dict, init=False)
+    """Per document, the last request answered and its texts."""
+    _activity: int = field(default=0, init=False)
+    """Bumped by every edit and request: read-ahead stops when it changes."""
+    _running: Callable[[], bool] | None = field(default=None, init=False)
+    """Whether the model work on the worker now is stale (its ``cancelled``), while there is some."""
+
+    # -- completions -----------------------------------------------------------------
+
+    async def suggest(self, cursor: Cursor, may_grow: bool = False) -> list[str]:
+        """Completions for ``cursor``: from the cache, or from the model unless a newer request came.
+
+        When ``may_grow`` (an automatic inline request) and the client asks
+        again (`client_grows`), a first answer that ends after its first word
+        (past ``wordBudgetMs``) is returned at once, and the model work goes on
+        to the end of the line in the background (`_grow`). A request the user
+        invoked gets the whole suggestion: VS Code does not ask again at a
+        place where its items came from an invoked request.
+        """
+        ticket = self._admit(cursor)
+        if not await self._wait_for_model(ticket):
+            self.counts["superseded" if ticket.superseded() else "not_ready"] += 1
+            return []
+        settings = self.settings()  # read after the wait: settings may have changed during the load
+        options, fusion = settings.options, settings.fusion_weights
+        cached = self.session.cached(cursor.uri, cursor.prefix, cursor.suffix, options, fusion)
+        if cached is not None:
+            self.counts["from_cache"] += 1
+            return self._shown_for(cursor, cached.completions)
+        if settings.debounce_ms:
+            await asyncio.sleep(settings.debounce_ms / 1000)
+        if ticket.superseded():
+            self.counts["superseded"] += 1
+            return []
+        answer, job = await self._answer(ticket, options, fusion, early=may_grow and self.client_grows)
+        if answer is None:
+            return []
+        self.counts["from_cache" if answer.from_cache else "from_model"] += 1
+        if answer.partial:
+            asyncio.ensure_future(self._grow(ticket, job, options, fusion))
+        else:
+            self._answered_in_full(cursor, answer)
+        return self._shown_for(cursor, answer.completions)
+
+    def _admit(self, cursor: Cursor) -> Ticket:
+        """The request becomes its document's newest: older work there is superseded (and stopped if stale)."""
+        self.counts["requests"] += 1
+        ticket = Ticket(self, cursor, next(self._numbers))
+        self.latest[cursor.uri] = ticket.number
+        self.newest[cursor.uri] = cursor
+        self.last_cursor = cursor
+        self.note_activity()
+        return ticket
+
+    async def _wait_for_model(self, ticket: Ticket) -> bool:
+        """Hold a request that came while a model loads until the load ends; whether it should go on.
+
+        No wait when a model serves (a reload keeps the old one serving) or
+        none is loading. The wait ends early when a newer request for the
+        document comes (it is held instead) and at `HOLD_LIMIT_S`;
+        ``$/cancelRequest`` cancels it like any other await.
+        """
+        if self.session.ready or not self.loading.active:
+            return self.session.ready
+        self.counts["held"] += 1
+        deadline = time.monotonic() + HOLD_LIMIT_S
+        uri = ticket.cursor.uri
+        while self.loading.active and not self.session.ready and self.latest.get(uri) == ticket.number:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            try:  # woken at the load's end, or each second to see whether a newer request came
+                await asyncio.wait_for(self.loading.ended.wait(), min(left, 1.0))
+            except TimeoutError:
+                pass
+        return self.session.ready and self.latest.get(uri) == ticket.number
+
+    async def _answer(
+        self, ticket: Ticket, options: Options, fusion: FusionWeights | None, early: bool
+    ) -> tuple[Answer | None, Future]:
+        """The model's answer (the first one, when ``early``), and the worker's job; None when there is none."""
+        loop = asyncio.get_running_loop()
+        first: asyncio.Future = loop.create_future()
+
+        def answered_early(answer: Answer) -> None:  # on the worker: the first word, while the line goes on
+            ticket.answered.set()
+            call_soon(loop, settle, first, answer, None)
+
+        self.in_flight += 1
+        job = self.worker.submit(self._work, ticket, options, fusion, answered_early if early else None)
+        job.add_done_callback(lambda done: call_soon(loop, settle_from, first, done))
+        try:
+            answer = await first
+        except asyncio.CancelledError:
+            ticket.stop.set()  # $/cancelRequest: pygls cancelled this task
+            self.stop_stale_work()
+            raise
+        except Cancelled:
+            return None, job
+        except MODEL_SERVER_ERRORS as error:
+            self.server_down(str(error))
+            return None, job
+        except Exception as error:  # a failed request must not take the server down
+            log.exception("completion failed")
+            self.show_error(f"cpc-lsp: completion failed: {error}")
+            return None, job
+        finally:
+            self.in_flight -= 1
+        if not answer.from_cache:
+            self.model_answered()
+        return answer, job
+
+    def _work(self, ticket: Ticket, options: Options, fusion: FusionWeights | None,
+              early: Callable[[Answer], None] | None) -> Answer:
+        """The request's model work, on the worker thread."""
+        if ticket.superseded():  # a newer request came while this one waited for the worker: skip it
+            self.counts["superseded"] += 1
+            raise Cancelled("superseded while queued")
+        cursor = ticket.cursor
+        try:
+            answer = self._run(ticket.stale, lambda: self.session.complete(
+                cursor.uri, cursor.prefix, cursor.suffix, options, ticket.stale, fusion, ticket.wants, early))
+        except Cancelled:
+            self.counts["stopped"] += 1
+            raise
+        if ticket.superseded() and not ticket.answered.is_set():  # finished for the cache: the newer request answers from it
+            self.counts["kept"] += 1
+            raise Cancelled("superseded, kept for the suggestion cache")
+        return answer
+
+    def _shown_for(self, cursor: Cursor, texts: list[str]) -> list[str]:
+        """Remember what ``cursor``'s request was answered (`_grow` tells the editor when the cache holds more)."""
+        self._shown[cursor.uri] = (cursor, texts)
+        return texts
+
+    def _answered_in_full(self, cursor: Cursor, answer: Answer) -> None:
+        """The model's whole answer for ``cursor`` is in: a window cut for ``promptBudgetMs`` is read whole when idle."""
+        if answer.cut_short:
+            self.counts["cut_short"] += 1
+            self.schedule_warm(cursor.uri, len(cursor.prefix))
+
+    async def _grow(self, ticket: Ticket, job: Future, options: Options, fusion: FusionWeights | None) -> None:
+        """Wait for the rest of a suggestion answered early; when the suggestion cache then holds more
+        for the document's newest cursor (the ticket's, or one typed on from it) than its request was
+        answered, tell the editor (`SUGGESTION_READY`): it asks again, and the cache answers."""
+        self.growing += 1
+        try:
+            try:
+                self._answered_in_full(ticket.cursor, await asyncio.wrap_future(job))
+            except Cancelled:  # stopped, or finished for a newer request typed on from this one
+                pass
+            except Exception:  # the first answer was given: the rest is a favour
+                log.exception("finishing a suggestion failed")
+                return
+            self._tell_grown(ticket.cursor, options, fusion)
+        finally:
+            self.growing -= 1
+
+    def _tell_grown(self, cursor: Cursor, options: Options, fusion: FusionWeights | None) -> None:
+        newest = self.newest.get(cursor.uri)
+        shown_for, shown = self._shown.get(cursor.uri, (None, []))
+        document = self.workspace().text_documents.get(cursor.uri)
+        if newest is None or shown_for is not newest or document is None or not (
+                newest is cursor or cursor.typed_on_by(newest)):
+            return
+        more = self.session.cached(newest.uri, newest.prefix, newest.suffix, options, fusion)
+        if more is None or more.completions == shown or (shown and not more.completions[0].startswith(shown[0])):
+            return
+        self.counts["grown"] += 1
+        position = newest.replace.end
+        self.notify(SUGGESTION_READY, {
+            "uri": newest.uri, "version": document.version,
+            "position": {"line": position.line, "character": position.character},
+        })
+
+    # -- edits, and the documents closed ---------------------------------------------
+
+    def note_edit(self, uri: str) -> None:
+        """``uri`` was opened or changed."""
+        self.note_activity()
+        self.edits[uri] = self.edits.get(uri, 0) + 1
+
+    def forget(self, uri: str) -> None:
+        """Document ``uri`` was closed: its requests' work is stale, and kept work stops."""
+        self.newest.pop(uri, None)
+        self.edits.pop(uri, None)
+        self._shown.pop(uri, None)
+        self.stop_stale_work()
+
+    # -- reading ahead, and stale work stopped --------------------------------------------
+
+    def note_activity(self) -> None:
+        """An edit or a request came: read-ahead under way gives the worker back."""
+        self._activity += 1
+        self.stop_stale_work()
+
+    def stop_stale_work(self) -> None:
+        """Stop the model work on the worker now if what just happened made it stale; otherwise it would
+        find out at its next poll, up to a chunk of prompt (~240 ms on 2 cores) later."""
+        running = self._running
+        if running is not None and running():
+            self.session.stop_now()
+
+    def _run(self, cancelled: Callable[[], bool], work: Callable[[], T]) -> T:
+        """``work()`` on the worker thread, as the work `stop_stale_work` looks at."""
+        self._running = cancelled
+        try:
+            return work()
+        finally:
+            self._running = None
+
+    def schedule_warm(self, uri: str, offset: int | None) -> None:
+        """After `WARM_IDLE_S` of quiet, read the prompt window that ends at ``offset`` of ``uri``
+        (None: at its end) into the KV cache, unless the worker is busy then."""
+        if self.settings().warm_cache:
+            asyncio.get_running_loop().call_later(WARM_IDLE_S, self._warm, uri, offset, self._activity)
+
+    def _warm(self, uri: str, offset: int | None, activity: int) -> None:
+        document = self.workspace().text_documents.get(uri)
+        busy = self.in_flight or self.growing or self.loading.active
+        if activity != self._activity or busy or not self.session.ready or document is None:
+            return
+        source = document.source
+        cut = len(source) if offset is None else min(offset, len(source))
+        options = self.settings().options
+
+        def cancelled() -> bool:
+            return self._activity != activity
+
+        def work() -> None:
+            if cancelled():
+                return
+            try:
+                self._run(cancelled, lambda: self.session.warm(source[:cut], source[cut:], options, cancelled))
+            except Cancelled:
+                self.counts["warm_stopped"] += 1
+            except Exception:  # reading ahead is a favour: it must not take the worker down
+                log.exception("reading the prompt ahead failed")
+            else:
+                self.counts["warmed"] += 1
+
+        self.worker.submit(work)
