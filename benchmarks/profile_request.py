@@ -18,7 +18,9 @@ called inside another is taken out of the outer one's time):
 - ``python``: the rest of the request (generation, detokenizing, glue).
 
 Also per request: model calls, decodes, tokens evaluated and states
-answered. The report gives medians per stage and mode, and the cpc − naive
+answered, and the *host ms per state*: everything but the decode, divided
+by the states the model answered (what a state costs around the forward
+pass). The report gives medians per stage and mode, and the cpc − naive
 difference that is the latency tax.
 """
 
@@ -102,11 +104,13 @@ def profile(engine: Engine, cases: list[quality.Case], clock: StageClock, max_to
                 total = (time.perf_counter() - started) * 1000
                 stages = clock.take()
                 stages["python"] = total - sum(stages.values())
+                states = engine.lm.stats.states - before["states"]
                 rows.append({
                     "case": number, "kind": case.kind, "prompt": prompt, "mode": mode, "total_ms": total,
                     "prompt_tokens": len(engine.tokenizer.encode(prefix.encode("utf-8"))),
                     **{f"{stage}_ms": ms for stage, ms in stages.items()},
                     **{name: getattr(engine.lm.stats, name) - before[name] for name in COUNTERS},
+                    "host_ms_per_state": (total - stages["decode"]) / max(1, states),
                 })
         stderr_progress(f"case {number + 1}/{len(cases)}", (number + 1) / len(cases))
     return rows
@@ -114,7 +118,8 @@ def profile(engine: Engine, cases: list[quality.Case], clock: StageClock, max_to
 
 def summary(rows: list[dict]) -> dict:
     """Medians per prompt length and mode, and cpc minus naive."""
-    columns = ["total_ms", *(f"{stage}_ms" for stage in (*STAGES, "python")), *COUNTERS, "prompt_tokens"]
+    columns = ["total_ms", *(f"{stage}_ms" for stage in (*STAGES, "python")), *COUNTERS, "prompt_tokens",
+               "host_ms_per_state"]
     result: dict = {}
     for prompt in quality.PROMPTS:
         by_mode = {}
@@ -139,7 +144,8 @@ def print_summary(result: dict) -> None:
             row = by_mode[mode]
             print(f"{prompt:6} {mode:15} {row['total_ms']:7.0f} " + " ".join(f"{row[s + '_ms']:11.1f}" for s in stages)
                   + " " + " ".join(f"{row[c]:7.0f}" for c in COUNTERS))
-        print(f"{prompt:6} cpc/naive p50 total: {by_mode['cpc_over_naive_total']}")
+        print(f"{prompt:6} cpc/naive p50 total: {by_mode['cpc_over_naive_total']}; host ms per state: naive "
+              f"{by_mode['naive']['host_ms_per_state']}, cpc {by_mode['cpc']['host_ms_per_state']}")
 
 
 def plot(result: dict, path: str) -> None:
