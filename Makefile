@@ -94,11 +94,14 @@ bench: $(STAMP)
 	$(BIN)/cpc bench --workspace dev --cases 60 --seed 1 --modes cpc,cpc+fusion,cpc+context,naive+fusion --json $(OUT)/bench_workspace.json --plot $(OUT)/bench_workspace.png
 	$(BIN)/python benchmarks/bench_workspace_memory.py --megabytes 50 --json $(OUT)/bench_workspace_memory.json
 
-# The model in-process vs on llama-server (K = 64, 512, 4096: word/line exact, p50/p95, identical texts),
-# and 1, 4 and 16 editors sharing one llama-server (--parallel 4): requests/s, p50/p95 (docs/team-server.md).
+# The model in-process vs on a shared server (K = 64, 512, 4096, over llama-server's /completion and the
+# OpenAI-compatible /v1/completions: word/line exact, p50/p95, identical texts), and 1, 4, 16 and 32 editors
+# sharing one llama-server in the documented team configuration: requests/s, p50/p95, where a state's time
+# goes (docs/team-server.md). BENCH_REMOTE='--server-url http://gpu-box:8080' drives a server started elsewhere.
+BENCH_REMOTE ?=
 bench-remote: $(STAMP) $(LLAMA_SERVER)
 	mkdir -p $(OUT)
-	$(BIN)/python benchmarks/bench_remote.py --json $(OUT)/bench_remote.json --plot $(OUT)/bench_remote.png
+	$(BIN)/python benchmarks/bench_remote.py --json $(OUT)/bench_remote.json --plot $(OUT)/bench_remote.png $(BENCH_REMOTE)
 
 # A headless editor types, deletes, jumps, pastes and accepts suggestions in argparse.py for 10 minutes:
 # latency per request kind, errors and desyncs (both must be 0), the server's memory over time.

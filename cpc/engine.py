@@ -26,7 +26,7 @@ from cpc.gguf import GGUFModel
 from cpc.index import PrefixIndex
 from cpc.lm import DEFAULT_CONTEXT_SIZE, LanguageModel, LlamaLM
 from cpc.models import Progress
-from cpc.remote import LlamaServerLM, RemoteOptions, is_remote
+from cpc.remote import RemoteLM, RemoteOptions, is_remote
 from cpc.tokenizer import LlamaTokenizer
 from cpc.vocab import Vocabulary
 from cpc.window import MAX_PROMPT_TOKENS, prompt_tokens_for
@@ -115,7 +115,7 @@ class Engine:
         tokenizer = LlamaTokenizer(gguf, vocab)
         lm: LanguageModel
         if served:
-            lm = LlamaServerLM(str(model), tokenizer, index, n_ctx=n_ctx, options=remote)
+            lm = RemoteLM(str(model), tokenizer, index, n_ctx=n_ctx, options=remote)
             report(f"connecting to {model}", 0.9)
             lm.try_connect()
         else:

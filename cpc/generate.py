@@ -375,7 +375,7 @@ def _continue(
             return
         if early is not None:
             early.offer(streams, now)
-        rows = engine.lm.next_logprobs([s.tokens for s in live])
+        rows = engine.lm.next_logprobs([s.tokens for s in live], greedy=fusion is None)
         if fusion is not None:
             scores, next_states = fusion.advance([s.fusion_state for s in live])
             rows = rows + scores

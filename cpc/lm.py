@@ -125,7 +125,7 @@ class LanguageModel(ABC):
         once it returns True.
 
         >>> class Quiet(LanguageModel):
-        ...     def next_logprobs(self, states): self.check_interrupt()
+        ...     def next_logprobs(self, states, greedy=False): self.check_interrupt()
         >>> lm = Quiet()
         >>> with lm.interruptible(lambda: True):
         ...     lm.next_logprobs([(1,)])
@@ -153,8 +153,14 @@ class LanguageModel(ABC):
         """
 
     @abstractmethod
-    def next_logprobs(self, states: Sequence[Sequence[int]]) -> np.ndarray:
-        """``log P(next token | state)`` for every state: shape ``(len(states), len(vocab))``."""
+    def next_logprobs(self, states: Sequence[Sequence[int]], *, greedy: bool = False) -> np.ndarray:
+        """``log P(next token | state)`` for every state: shape ``(len(states), len(vocab))``.
+
+        With ``greedy``, the caller takes each row's likeliest token that is
+        no control token (EOS aside), and its value, and nothing else: a
+        backend that knows only part of each distribution (`cpc.remote`)
+        answers fewer tokens exactly then; an exact backend ignores it.
+        """
 
     def reset(self) -> None:
         """Forget whatever is kept between calls (a KV cache); the default keeps nothing."""
@@ -280,7 +286,7 @@ class LlamaLM(LanguageModel):
         self._last_used = [0] * self.n_seq
         self._slots = [np.empty(0, dtype=np.int64) for _ in range(self.n_seq)]
 
-    def next_logprobs(self, states: Sequence[Sequence[int]]) -> np.ndarray:
+    def next_logprobs(self, states: Sequence[Sequence[int]], *, greedy: bool = False) -> np.ndarray:
         unique = self.distinct_states(states)
         self.check_interrupt()
         order = list(unique)

@@ -1,45 +1,52 @@
-"""The model on a shared inference server: llama-server's ``/completion`` behind `cpc.lm`'s interface.
+"""The model on a shared inference server behind `cpc.lm`'s interface: llama-server, vLLM, SGLang.
 
 A team runs one inference server and every editor talks to it. This module
-owns that conversation and what the client must do to stay exact:
+owns that conversation and what the client must do to stay exact; how a
+request is written and an answer read for each serving API
+(llama-server's ``/completion``, OpenAI's ``/v1/completions``) is
+`cpc.serving`'s.
 
-- **Rows from top-K.** With ``n_predict: 1`` and ``n_probs: K``, llama-server
-  answers the K likeliest next tokens with their exact pre-sampling
-  probabilities (a softmax over the whole vocabulary). The other tokens'
-  mass is known as a whole, ``rest = 1 - sum(top K)``, and each of them is at
-  most the K-th probability. `full_row` spreads ``rest`` evenly over them:
-  no mass is invented or lost, no unknown token gets more than the bound
-  allows, and the argmax (greedy generation's choice) is exact. Each answer's
-  bound is logged (debug) and kept in `LlamaServerLM.bounds`.
-- **Widening where it matters.** `LlamaServerLM.expect` learns what the text
+- **Rows from top-K.** With one token to generate and ``K`` log-probabilities
+  asked, the server answers the K likeliest next tokens with their exact
+  pre-sampling probabilities (a softmax over the whole vocabulary). The
+  other tokens' mass is known as a whole, ``rest = 1 - sum(top K)``, and
+  each of them is at most the K-th probability. `full_row` spreads ``rest``
+  evenly over them: no mass is invented or lost, no unknown token gets more
+  than the bound allows, and the argmax (greedy generation's choice) is
+  exact. Each answer's bound is logged (debug) and kept in `RemoteLM.bounds`.
+- **Widening where it matters.** `RemoteLM.expect` learns what the text
   after a start state begins with (the typed tail a request conditions on).
   For a state on such a path, the tokens that can spell the rest are the
   ones the beam weighs; when the mass the unknown ones may hold is not small
   next to the known ones' (`WIDEN_TOLERANCE`), the state is asked again with
-  8 times K, up to ``max_top_k``.
-- **KV reuse.** ``cache_prompt`` reuses the longest common prefix of a slot's
-  last prompt, and slots share nothing, so a client keeps its requests on
-  one slot (``id_slot``): a beam step's states differ in their last token or
-  two and cost a token or two each. The client remembers the last prompt
-  its slot read (`cached_length`, for prompt-time budgets), and `prefill`
-  reads a prompt ahead with ``n_predict: 0`` (llama.vim's warm-up request).
-- **Concurrency.** The states of one call go out together on a bounded pool
-  of keep-alive connections; the server queues a slot's requests and runs
-  other clients' slots in parallel.
+  8 times K, up to ``max_top_k`` (and no further than the server allows:
+  vLLM caps K with ``--max-logprobs``).
+- **One request per call.** The states of a call (a beam step's, a
+  generation step's) go out together, as one request with a prompt per
+  state; the server answers them in one response.
+- **Slots** (llama-server). A slot keeps the KV cache of the last prompt it
+  read, and slots share nothing, so a client keeps its requests on one slot:
+  a beam step's states differ in their last token or two and cost a token or
+  two each. The server assigns the slot (its least recently used one, at
+  the client's first connection: editors do not collide), and the client
+  keeps it. When an answer shows that another client took the slot meanwhile
+  (the prompt was read again), the next request lets the server choose
+  again: the slot whose prompt is most like the client's, or one restored
+  from the server's host-memory prompt cache (``--cache-ram``). Other
+  engines cache prefixes on their own (vLLM's automatic prefix caching).
+  The client remembers the last prompt its slot read (`cached_length`, for
+  prompt-time budgets), and `prefill` reads a prompt ahead with nothing
+  generated (llama.vim's warm-up request) where the API allows.
 - **Faults.** Every request has a timeout. A refused or dropped connection
   and a 5xx answer are retried with backoff; then `RemoteUnavailable` says
   what happened and where, and the next call tries again (the server may be
-  back). After a failure the vocabulary is checked again on the next
+  back). After a failure the server is checked again on the next
   connection: another model may answer on that port now.
 - **One vocabulary.** The vocabulary and tokenizer come from a local GGUF of
   the same model (loaded vocabulary-only: no weights). At the first
   connection a few probe strings must tokenize the same here and on the
-  server (``/tokenize``) and the vocabulary sizes must agree, or
-  `RemoteMismatch` says which setting to change.
-
-vLLM's ``/v1/completions`` fits the same design (token-id prompt lists,
-``logprobs: K``, ``logprob_token_ids`` for exact values of chosen tokens,
-automatic prefix caching); only llama-server is implemented.
+  server (``/tokenize``) and the vocabulary sizes must agree where the
+  server says them, or `RemoteMismatch` says which setting to change.
 """
 
 from __future__ import annotations
@@ -49,12 +56,13 @@ import json
 import logging
 import math
 import os
+import random
 import socket
 import threading
 import time
 from collections import deque
 from collections.abc import Sequence
-from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
@@ -63,6 +71,7 @@ import numpy as np
 from cpc.index import PrefixIndex
 from cpc.lm import Cancelled, LanguageModel, LMStats, State, document_start
 from cpc.models import ModelError
+from cpc.serving import LLAMA_SERVER, OPENAI, AnswerError, LlamaServerAPI, OpenAICompletionsAPI, TopK, logprobs_cap
 from cpc.tokenizer import LlamaTokenizer
 
 log = logging.getLogger(__name__)
@@ -82,6 +91,12 @@ PROBES = (
 """Texts tokenized here and on the server at the first connection: code, whitespace runs, digits, UTF-8."""
 
 _POLL_S = 0.05  # how often a waiting call looks at its interrupt
+GREEDY_TOP_K = 16
+"""Tokens asked per state for greedy decoding: its choice is the likeliest token but a control token, so
+only those need exact values (widened in the rare answer whose 16 are all control tokens)."""
+_EVICTED_TOKENS = 8
+"""An answer that read this many more prompt tokens than the client's slot should have lacked: another
+client took the slot meanwhile."""
 
 
 def is_remote(model: object) -> bool:
@@ -96,6 +111,11 @@ class RemoteUnavailable(RuntimeError):
 class RemoteMismatch(ModelError):
     """The server serves another model than the local vocabulary file, or cannot serve our states."""
 
+    def __init__(self, text: str, server_message: str = "") -> None:
+        super().__init__(text)
+        self.server_message = server_message
+        """What the server said, where it refused a request."""
+
 
 @dataclass(frozen=True)
 class RemoteOptions:
@@ -105,18 +125,40 @@ class RemoteOptions:
     """The local GGUF (name or path) whose vocabulary and tokenizer are the served model's."""
     top_k: int = 512
     """Next tokens asked per state (``n_probs``); the rest is bounded, not known."""
-    max_top_k: int = 32768
-    """How far K widens for a state whose expected tokens lie outside the top K."""
+    max_top_k: int = 4096
+    """How far K widens for a state whose expected tokens lie outside the top K. Past 4,096 the answer
+    is megabytes of JSON (32,768: 2.9 MiB) for no measured gain: at K = 4,096 the mass left to the bound
+    is at most 0.02 where texts differ (docs/team-server.md)."""
     timeout_s: float = 10.0
     """Seconds one HTTP request may take before the server counts as unavailable."""
     retries: int = 2
     """Extra tries after a refused or dropped connection or a 5xx answer."""
     backoff_s: float = 0.2
     """Wait before the first retry; it doubles for each further one."""
-    concurrency: int = 4
-    """Requests in flight at once for one call's states."""
     slot: int | None = None
-    """The server slot (``id_slot``) this client pins; None picks one from the process id."""
+    """The llama-server slot (``id_slot``) this client keeps; None lets the server assign one."""
+    api: str = "auto"
+    """The serving API (`cpc.serving.KINDS`): ``llama-server`` (``/completion``), ``openai``
+    (``/v1/completions``: vLLM, SGLang), or ``auto`` (llama-server when ``/props`` answers)."""
+
+
+@dataclass
+class RemoteProfile:
+    """Where a client's time went, summed over its requests: its own side and what the server reported (the
+    states asked and the prompt tokens the server read are `LMStats`' ``states`` and ``tokens``)."""
+
+    requests: int = 0
+    http_s: float = 0.0
+    """From sending a request to reading its whole answer."""
+    parse_s: float = 0.0
+    """JSON decoding of the answers."""
+    rows_s: float = 0.0
+    """Building rows from the answers' top-K."""
+    bytes: int = 0
+    """Answer bytes read."""
+    server_prompt_ms: float = 0.0
+    server_predicted_ms: float = 0.0
+    """The server's own timings of the answers (``timings``, where it sends them)."""
 
 
 @dataclass(frozen=True)
@@ -150,8 +192,8 @@ def full_row(ids: np.ndarray, logprobs: np.ndarray, n_vocab: int) -> tuple[np.nd
     return row, Bound(k=k, rest=rest if unknown else 0.0, kth=kth)
 
 
-class LlamaServerLM(LanguageModel):
-    """Next-token rows from a llama-server, one ``/completion`` per state, top-K with a bound."""
+class RemoteLM(LanguageModel):
+    """Next-token rows from a shared server: the states of a call in one request, top-K with a bound."""
 
     def __init__(
         self,
@@ -162,10 +204,12 @@ class LlamaServerLM(LanguageModel):
         n_ctx: int,
         options: RemoteOptions = RemoteOptions(),
     ) -> None:
-        """``n_ctx``: the longest state this client sends; the server's slots must hold it."""
+        """``n_ctx``: the longest state this client sends; the server's context must hold it."""
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ModelError(f"{url!r} is not a server address -- write it as http://HOST:PORT")
+        if options.api not in ("auto", LLAMA_SERVER, OPENAI):
+            raise ModelError(f"remoteApi {options.api!r} is not one of auto, {LLAMA_SERVER}, {OPENAI}")
         self.url = url.rstrip("/")
         self._https = parts.scheme == "https"
         self._host = parts.hostname
@@ -177,13 +221,22 @@ class LlamaServerLM(LanguageModel):
         self.n_ctx = n_ctx
         self.options = options
         self.n_vocab = len(self.vocab)
+        self._choosable = ~self.vocab.special
+        self._choosable[sorted(self.vocab.eos_ids)] = True
+        """Tokens greedy decoding may choose: all but the control tokens, EOS among them."""
         self.bos = (document_start(tokenizer.model.vocab_handle),)
         self.stats = LMStats()
+        self.profile = RemoteProfile()
+        """Where this client's time went (`RemoteProfile`)."""
         self.widened = 0
         """States asked again with a wider K."""
         self.bounds: deque[Bound] = deque(maxlen=4096)
         """The bounds of the latest answers (one per state asked)."""
+        self.api: LlamaServerAPI | OpenAICompletionsAPI | None = None
+        """How this server is spoken to (`cpc.serving`), known after the first connection."""
         self.slot = options.slot
+        self.top_k_cap: int | None = None
+        """The largest K the server allows, once it refused a larger one."""
         self.last_error: str | None = None
         """Why the last call failed (None after a call that worked)."""
         self._verified = False
@@ -193,47 +246,38 @@ class LlamaServerLM(LanguageModel):
         self._needed_cache: dict[bytes, np.ndarray] = {}
         self._lock = threading.Lock()
         self._local = threading.local()
-        self._pool = ThreadPoolExecutor(max_workers=max(1, options.concurrency), thread_name_prefix="cpc-remote")
+        self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="cpc-remote")
 
     # -- the server -------------------------------------------------------------
 
     def connect(self) -> None:
-        """Check the server once: it answers, serves this vocabulary, and its slots hold ``n_ctx`` tokens.
+        """Check the server once: which API it speaks, that it serves this vocabulary, that it holds ``n_ctx``.
 
         Raises `RemoteUnavailable` when it does not answer and `RemoteMismatch`
         when it serves something else.
         """
-        props = self._request("GET", "/props")
-        slot_ctx = int(props.get("default_generation_settings", {}).get("n_ctx", 0))
-        slots = max(1, int(props.get("total_slots", 1)))
-        if slot_ctx and slot_ctx < self.n_ctx:
+        props = self._llama_props()
+        if props is None and self.options.api == LLAMA_SERVER:
+            raise RemoteMismatch(f"{self.url} has no /props: is it a llama-server? (set `remoteApi` to openai for "
+                                 "vLLM or SGLang)")
+        models = self._request("GET", "/v1/models").get("data") or [{}]
+        if props is not None:
+            self._check_slots(props)
+            self.api = LlamaServerAPI() if self.options.api != OPENAI else OpenAICompletionsAPI(llama_fields=True)
+        else:
+            self.api = OpenAICompletionsAPI(model=models[0].get("id"))
+        served = (models[0].get("meta") or {}).get("n_vocab")
+        if isinstance(served, int) and served != self.n_vocab:
             raise RemoteMismatch(
-                f"the slots of llama-server at {self.url} hold {slot_ctx} tokens and this client sends up to "
-                f"{self.n_ctx} -- lower `contextSize` to {slot_ctx}, or start llama-server with a larger -c "
-                "(per slot: -c divided by --parallel, unless -kvu)"
+                f"{self.url} serves a model of {served} tokens and the local vocabulary {self.vocab.name} has "
+                f"{self.n_vocab} -- set `remoteVocab` to a GGUF of the served model"
             )
-        served = self._served_vocab_size()
-        if served is not None and served != self.n_vocab:
-            raise RemoteMismatch(
-                f"llama-server at {self.url} serves a model of {served} tokens and the local vocabulary "
-                f"{self.vocab.name} has {self.n_vocab} -- set `remoteVocab` to a GGUF of the served model"
-            )
-        for probe in PROBES:
-            ours = self.tokenizer.encode(probe.encode("utf-8"))
-            theirs = self._request(
-                "POST", "/tokenize", {"content": probe, "add_special": False, "parse_special": False}
-            ).get("tokens")
-            if theirs != ours:
-                raise RemoteMismatch(
-                    f"llama-server at {self.url} tokenizes {probe!r} as {theirs} and the local vocabulary "
-                    f"{self.vocab.name} as {ours}: they are different models -- set `remoteVocab` to a GGUF "
-                    "of the served model"
-                )
-        if self.slot is None:
-            self.slot = os.getpid() % slots
+        self._check_tokenizer(props is not None)
+        if self.api.slots and self.slot is None:
+            self._claim_slot()
         self._verified = True
-        log.info("llama-server at %s: %d slots of %d tokens, this client on slot %d", self.url, slots, slot_ctx,
-                 self.slot)
+        log.info("%s at %s: %s, this client on slot %s", self.api.name, self.url,
+                 "llama.cpp" if props is not None else models[0].get("id"), self.slot)
 
     def try_connect(self) -> bool:
         """`connect`, with an unreachable server noted in `last_error` instead of raised (it may start later)."""
@@ -245,10 +289,48 @@ class LlamaServerLM(LanguageModel):
             return False
         return True
 
-    def _served_vocab_size(self) -> int | None:
-        models = self._request("GET", "/v1/models").get("data") or [{}]
-        size = (models[0].get("meta") or {}).get("n_vocab")
-        return int(size) if isinstance(size, int) else None
+    def _llama_props(self) -> dict | None:
+        """llama-server's ``/props``, or None from a server that has none (another engine)."""
+        try:
+            props = self._request("GET", "/props")
+        except RemoteMismatch:
+            return None
+        return props if "default_generation_settings" in props else None
+
+    def _claim_slot(self) -> None:
+        """Have the server assign this client a slot: its least recently used one (`_note` keeps it).
+
+        The claim reads a few random tokens: a prompt like another client's (BOS alone) would be sent to
+        that client's slot, the one most like it.
+        """
+        rng = random.Random(f"{os.getpid()}:{id(self)}:{time.time_ns()}")
+        self._ask([tuple(rng.sample(range(self.n_vocab), 8))], 0)
+
+    def _check_slots(self, props: dict) -> None:
+        slot_ctx = int(props.get("default_generation_settings", {}).get("n_ctx", 0))
+        if slot_ctx and slot_ctx < self.n_ctx:
+            raise RemoteMismatch(
+                f"the slots of llama-server at {self.url} hold {slot_ctx} tokens and this client sends up to "
+                f"{self.n_ctx} -- lower `contextSize` to {slot_ctx}, or start llama-server with a larger -c "
+                "(per slot: -c divided by --parallel, unless -kvu)"
+            )
+
+    def _check_tokenizer(self, llama: bool) -> None:
+        """The probes must tokenize the same on both sides; a server without ``/tokenize`` is taken on trust."""
+        for probe in PROBES:
+            ours = self.tokenizer.encode(probe.encode("utf-8"))
+            body = ({"content": probe, "add_special": False, "parse_special": False} if llama else
+                    {"model": self.api.model, "prompt": probe, "add_special_tokens": False})
+            try:
+                theirs = self._request("POST", "/tokenize", body).get("tokens")
+            except RemoteMismatch as error:
+                log.warning("%s cannot tokenize (%s): the vocabulary is not checked", self.url, error)
+                return
+            if theirs != ours:
+                raise RemoteMismatch(
+                    f"{self.url} tokenizes {probe!r} as {theirs} and the local vocabulary {self.vocab.name} as "
+                    f"{ours}: they are different models -- set `remoteVocab` to a GGUF of the served model"
+                )
 
     # -- the interface ----------------------------------------------------------
 
@@ -256,9 +338,9 @@ class LlamaServerLM(LanguageModel):
         self._expected = (tuple(start), bytes(data))
 
     def reset(self) -> None:
-        """Erase this client's slot on the server (a cold start for benchmarks); a refusal only logs."""
+        """Erase this client's slot on a llama-server (a cold start for benchmarks); a refusal only logs."""
         self._held = ()
-        if self.slot is None:
+        if self.slot is None or (self.api is not None and not self.api.slots):
             return
         try:
             self._request("POST", f"/slots/{self.slot}?action=erase", {})
@@ -271,7 +353,7 @@ class LlamaServerLM(LanguageModel):
         return next((k for k in range(n) if held[k] != state[k]), n)
 
     def prefill(self, state: Sequence[int]) -> int:
-        """Have our slot read ``state`` (``n_predict: 0``: no token is generated); the tokens it read.
+        """Have the server read ``state`` with nothing generated, where its API can; the tokens it read.
 
         An interrupt gives the caller back at once; the server finishes reading on its own.
         """
@@ -281,106 +363,147 @@ class LlamaServerLM(LanguageModel):
         if len(state) - self.cached_length(state) <= 0:
             return 0
         self.check_interrupt()
-        try:
-            if not self._verified:
-                self.connect()
-            body = self._body(state, 0) | {"n_predict": 0}
-            [answer] = self._gather([self._pool.submit(self._request, "POST", "/completion", body)])
-        except (RemoteUnavailable, RemoteMismatch) as error:
-            self._failed(error)
-            raise
-        read = self._read(state, answer)
+        read = self._call(lambda: self._ask([state], 0)[0].prompt_tokens if self.api.prefills else 0)
+        read = len(state) - self.cached_length(state) if read is None else read
         with self._lock:
             self.stats.prefilled += read
         return read
 
-    def next_logprobs(self, states: Sequence[Sequence[int]]) -> np.ndarray:
+    def next_logprobs(self, states: Sequence[Sequence[int]], *, greedy: bool = False) -> np.ndarray:
+        """Rows from the top ``top_k`` of each state (widened where the beam needs it); for ``greedy``
+        decoding, from the top `GREEDY_TOP_K`, widened until an allowed token is among them."""
         unique = self.distinct_states(states)
         self.check_interrupt()
-        try:
-            if not self._verified:
-                self.connect()
-            rows = self._rows(list(unique))
-        except (RemoteUnavailable, RemoteMismatch) as error:
-            self._failed(error)
-            raise
-        self.last_error = None
+        rows = self._call(lambda: self._rows(list(unique), greedy))
         with self._lock:
             self.stats.calls += 1
             self.stats.states += len(unique)
         return rows[[unique[tuple(state)] for state in states]]
 
-    def _failed(self, error: Exception) -> None:
-        """After a failure nothing is known of the server: check it again, assume its cache empty."""
-        self._verified = False
-        self._held = ()
-        self.last_error = str(error)
-
-    def _read(self, state: State, answer: dict) -> int:
-        """Note what our slot holds after answering ``state``, and how fast it read the prompt; the tokens read."""
-        timings = answer.get("timings") or {}
-        read = int(timings.get("prompt_n", 0))
-        seconds = float(timings.get("prompt_ms", 0)) / 1000
-        with self._lock:
-            self._held = state
-            self.stats.tokens += read
-            if read >= 32 and seconds > 0:
-                self.prefill_rate = 0.7 * self.prefill_rate + 0.3 * read / seconds
-        return read
-
-    def _rows(self, order: list[State]) -> np.ndarray:
-        """Every state's row, asked concurrently."""
-        return np.stack(self._gather([self._pool.submit(self._row, state) for state in order]))
-
-    def _gather(self, futures: list[Future]) -> list:
-        """The futures' results; the first failure, or an interrupt, abandons the answers still out."""
+    def _call(self, work):
+        """``work()`` after the first connection; a failure is remembered (`last_error`) and raised."""
         try:
-            pending = set(futures)
-            while pending:
-                done, pending = wait(pending, timeout=_POLL_S, return_when=FIRST_EXCEPTION)
-                for future in done:
-                    future.result()  # the first failure ends the call
-                if pending:
-                    self.check_interrupt()
-        except (Cancelled, RemoteUnavailable, RemoteMismatch):
-            for future in futures:
-                future.cancel()
+            if not self._verified:
+                self.connect()
+            result = work()
+        except (RemoteUnavailable, RemoteMismatch) as error:
+            self._verified = False  # after a failure nothing is known of the server: check it again,
+            self._held = ()  # and assume its cache empty
+            self.last_error = str(error)
             raise
-        return [future.result() for future in futures]
+        self.last_error = None
+        return result
 
-    def _row(self, state: State) -> np.ndarray:
-        """One state's row: top K, widened while the expected tokens' bound is loose."""
-        needed = self._needed(state)
-        k = min(self.options.top_k, self.n_vocab)
-        while True:
-            answer = self._request("POST", "/completion", self._body(state, k))
-            ids, logprobs = _parse_completion(answer, self.url)
-            self._read(state, answer)
-            row, bound = full_row(ids, logprobs, self.n_vocab)
-            loose = needed is not None and _loose(ids, logprobs, needed, bound, self.n_vocab)
-            log.debug(
-                "state of %d tokens: K=%d covers %.6f, rest %.3g, every other token <= %.3g%s",
-                len(state), bound.k, 1 - bound.rest, bound.rest, bound.kth, ", widening" if loose else "",
-            )
+    def _rows(self, states: list[State], greedy: bool = False) -> np.ndarray:
+        """Every state's row: one request for all of them, then one for those whose bound is loose where it
+        matters (`_widens`)."""
+        k = self._k(min(GREEDY_TOP_K, self.options.top_k) if greedy else self.options.top_k)
+        rows: list[np.ndarray | None] = [None] * len(states)
+        pending = list(range(len(states)))
+        while pending:
+            answers = self._ask([states[n] for n in pending], k)
+            began = time.perf_counter()
+            loose = []
+            for n, top in zip(pending, answers):
+                rows[n], bound = full_row(top.ids, top.logprobs, self.n_vocab)
+                widen = self._widens(states[n], top, bound, greedy)
+                log.debug("state of %d tokens: K=%d covers %.6f, rest %.3g, every other token <= %.3g%s",
+                          len(states[n]), bound.k, 1 - bound.rest, bound.rest, bound.kth, ", widening" if widen else "")
+                with self._lock:
+                    self.bounds.append(bound)
+                if widen:
+                    loose.append(n)
             with self._lock:
-                self.stats.decodes += 1
-                self.bounds.append(bound)
-                self.widened += bool(loose and k < self.options.max_top_k)
-            if not loose or k >= min(self.options.max_top_k, self.n_vocab):
-                return row
-            k = min(k * 8, self.options.max_top_k, self.n_vocab)
+                self.profile.rows_s += time.perf_counter() - began
+            wider = self._k(k * 8)
+            if not loose or wider <= k:
+                break
+            with self._lock:
+                self.widened += len(loose)
+            pending, k = loose, wider
+        return np.stack(rows)
 
-    def _body(self, state: State, k: int) -> dict:
-        return {
-            "prompt": list(state),  # token ids, BOS included by us: the server adds nothing to an id list
-            "n_predict": 1,
-            "n_probs": k,
-            "post_sampling_probs": False,  # the softmax over the whole vocabulary, before any sampler
-            "temperature": 0.0,  # the sampled token is not used: greedy is the cheapest sampler chain
-            "cache_prompt": True,
-            "id_slot": -1 if self.slot is None else self.slot,
-            "stream": False,
-        }
+    def _widens(self, state: State, top: TopK, bound: Bound, greedy: bool) -> bool:
+        """Whether a state's answer leaves unknown what its caller needs: for greedy decoding, a token it
+        may choose (all of the top K are control tokens); for the beam, the tokens that may spell the
+        expected text (their bound is loose)."""
+        if greedy:
+            return bool(bound.rest) and not self._choosable[top.ids].any()
+        needed = self._needed(state)
+        return needed is not None and _loose(top.ids, top.logprobs, needed, bound, self.n_vocab)
+
+    def _k(self, k: int) -> int:
+        """K within what the client may ask (`RemoteOptions.max_top_k`), the vocabulary, and the server's cap."""
+        return min(k, self.options.max_top_k, self.n_vocab, self.top_k_cap or self.n_vocab)
+
+    def _ask(self, states: list[State], k: int) -> list[TopK]:
+        """One request for the states (``k`` 0: read them, nothing generated); their answers in order.
+
+        Without a slot yet, the first state goes alone: the server assigns the slot, and the others follow on it.
+        """
+        if self.api.slots and self.slot is None and len(states) > 1:
+            return self._ask(states[:1], k) + self._ask(states[1:], k)
+        expected = len(states[0]) - self.cached_length(states[0])
+        try:
+            answer = self._gather(self._pool.submit(
+                self._request, "POST", self.api.path, self.api.body(states, k, self.slot)))
+        except RemoteMismatch as error:
+            cap = logprobs_cap(error.server_message)
+            if not k or not cap or cap >= k:
+                raise
+            self._capped(cap)
+            return self._ask(states, self._k(k))
+        began = time.perf_counter()
+        try:
+            answers = self.api.parse(answer, len(states), probabilities=k > 0)
+        except AnswerError as error:
+            raise RemoteMismatch(f"{self.url}{self.api.path} answered in an unknown shape ({error}): is it a "
+                                 f"{self.api.name} server of 2025 or later?") from error
+        with self._lock:
+            self.profile.parse_s += time.perf_counter() - began
+        self._note(states, answers, expected)
+        return answers
+
+    def _capped(self, cap: int) -> None:
+        """The server refused K over ``cap``: ask no more from now on, and say what it costs once."""
+        if self.top_k_cap is None:
+            log.warning(
+                "%s answers at most %d log-probabilities per token: rows are bounded more loosely than "
+                "remoteTopK=%d asks (vLLM: start it with --max-logprobs %d or more)",
+                self.url, cap, self.options.top_k, self.options.top_k)
+        self.top_k_cap = cap
+
+    def _note(self, states: list[State], answers: list[TopK], expected: int) -> None:
+        """What our slot holds now, which slot it is, how fast the server read, what it said it cost."""
+        read = [top.prompt_tokens for top in answers if top.prompt_tokens is not None]
+        with self._lock:
+            self._held = states[-1]
+            self.stats.tokens += sum(read)
+            self.stats.decodes += len(answers)
+            self.profile.server_prompt_ms += sum(top.prompt_ms for top in answers)
+            self.profile.server_predicted_ms += sum(top.predicted_ms for top in answers)
+            first = answers[0]
+            if first.prompt_tokens is not None and first.prompt_tokens >= 32 and first.prompt_ms > 0:
+                self.prefill_rate = 0.7 * self.prefill_rate + 0.3 * first.prompt_tokens * 1000 / first.prompt_ms
+        if not self.api.slots or self.options.slot is not None:
+            return
+        if self.slot is None:
+            self.slot = answers[0].slot
+        elif first.prompt_tokens is not None and first.prompt_tokens > expected + _EVICTED_TOKENS:
+            log.info("slot %s was taken by another client: the server chooses again", self.slot)
+            self.slot = None
+
+    def _gather(self, future: Future):
+        """The request's result; an interrupt abandons it (the server finishes on its own)."""
+        while True:
+            done, _ = wait([future], timeout=_POLL_S)
+            if done:
+                return future.result()
+            try:
+                self.check_interrupt()
+            except Cancelled:
+                future.cancel()
+                raise
 
     def _needed(self, state: State) -> np.ndarray | None:
         """The tokens that may spell what `expect` said comes after ``state``, or None (no expectation)."""
@@ -404,6 +527,12 @@ class LlamaServerLM(LanguageModel):
 
     # -- HTTP -----------------------------------------------------------------------
 
+    @property
+    def server_name(self) -> str:
+        """The server as messages name it: ``llama-server at http://…``."""
+        kind = "the model server" if self.api is None else self.api.title
+        return f"{kind} at {self.url}"
+
     def _request(self, method: str, path: str, body: dict | None = None) -> dict:
         """One JSON request, retried with backoff on a refused or dropped connection and on a 5xx answer."""
         payload = None if body is None else json.dumps(body).encode()
@@ -414,14 +543,16 @@ class LlamaServerLM(LanguageModel):
             reused = getattr(self._local, "connection", None) is not None
             try:
                 connection = self._connection()
+                began = time.perf_counter()
                 connection.request(method, self._base + path, body=payload, headers=headers)
                 response = connection.getresponse()
                 data = response.read()
+                answered = time.perf_counter()
             except (TimeoutError, socket.timeout) as error:
                 self._drop_connection()
                 # No retry: a slow server only gets slower with more requests.
                 raise RemoteUnavailable(
-                    f"llama-server at {self.url} did not answer {path} within {self.options.timeout_s:g} s "
+                    f"{self.server_name} did not answer {path} within {self.options.timeout_s:g} s "
                     "(overloaded, or stopped?) -- suggestions resume when it answers"
                 ) from error
             except (OSError, http.client.HTTPException) as error:
@@ -432,24 +563,27 @@ class LlamaServerLM(LanguageModel):
             else:
                 if response.status < 400:
                     try:
-                        return json.loads(data)
+                        decoded = json.loads(data)
                     except ValueError as error:
                         raise RemoteMismatch(
-                            f"{self.url}{path} answered something that is not JSON: is it a llama-server?"
+                            f"{self.url}{path} answered something that is not JSON: is it a model server?"
                         ) from error
+                    with self._lock:
+                        self.profile.requests += 1
+                        self.profile.http_s += answered - began
+                        self.profile.parse_s += time.perf_counter() - answered
+                        self.profile.bytes += len(data)
+                    return decoded
                 message = _error_message(data)
                 if response.status < 500:
                     if response.status == 404:
-                        raise RemoteMismatch(
-                            f"{self.url} has no {path} ({message}): is it a llama-server? "
-                            "(vLLM is not supported yet)"
-                        )
-                    raise RemoteMismatch(f"llama-server at {self.url} refused {path}: HTTP {response.status} {message}")
+                        raise RemoteMismatch(f"{self.url} has no {path} ({message}): is it a model server?")
+                    raise RemoteMismatch(f"{self.server_name} refused {path}: HTTP {response.status} {message}", message)
                 problem = f"answered HTTP {response.status} ({message})"
             attempt += 1
             if attempt == tries:
                 raise RemoteUnavailable(
-                    f"llama-server at {self.url} {problem} after {tries} tries -- suggestions resume when it answers"
+                    f"{self.server_name} {problem} after {tries} tries -- suggestions resume when it answers"
                 )
             time.sleep(self.options.backoff_s * 2 ** (attempt - 1))
 
@@ -467,20 +601,6 @@ class LlamaServerLM(LanguageModel):
         if connection is not None:
             connection.close()
             self._local.connection = None
-
-
-def _parse_completion(answer: dict, url: str) -> tuple[np.ndarray, np.ndarray]:
-    """Top-K ids and log-probabilities of the first generated position."""
-    try:
-        top = answer["completion_probabilities"][0]["top_logprobs"]
-    except (KeyError, IndexError, TypeError) as error:
-        raise RemoteMismatch(
-            f"llama-server at {url} answered /completion without completion_probabilities[0].top_logprobs: "
-            "is it a llama-server of 2025 or later?"
-        ) from error
-    ids = np.fromiter((item["id"] for item in top), dtype=np.int64, count=len(top))
-    logprobs = np.fromiter((item["logprob"] for item in top), dtype=np.float64, count=len(top))
-    return ids, logprobs
 
 
 def _loose(ids: np.ndarray, logprobs: np.ndarray, needed: np.ndarray, bound: Bound, n_vocab: int) -> bool:
@@ -513,11 +633,15 @@ def _describe(error: BaseException) -> str:
 
 
 def _error_message(data: bytes) -> str:
-    """The message of a llama-server error answer (``{"error": {"message": ...}}``), or the text."""
+    """The message of an error answer: llama-server's ``{"error": {"message": ...}}``, vLLM's
+    ``{"object": "error", "message": ...}``, FastAPI's ``{"detail": ...}``; else the text."""
     try:
-        error = json.loads(data).get("error")
-    except (ValueError, AttributeError):
+        answer = json.loads(data)
+    except ValueError:
         return data[:200].decode("utf-8", "replace")
+    if not isinstance(answer, dict):
+        return str(answer)[:200]
+    error = answer.get("error", answer)
     if isinstance(error, dict):
-        return str(error.get("message", error))
+        return str(error.get("message") or error.get("detail") or error)
     return str(error)

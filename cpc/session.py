@@ -46,7 +46,8 @@ from cpc.fusion import FusionWeights, WorkspaceModel
 from cpc.generate import MODES, Options, generate, warm
 from cpc.lm import DEFAULT_CONTEXT_SIZE, Cancelled
 from cpc.models import ModelError, Progress
-from cpc.remote import LlamaServerLM, RemoteMismatch, RemoteOptions, RemoteUnavailable
+from cpc.remote import RemoteLM, RemoteMismatch, RemoteOptions, RemoteUnavailable
+from cpc.serving import KINDS as REMOTE_APIS
 from cpc.window import suffix_window, text_window
 from cpc.workspace import ScanReport, WorkspaceLimits, WorkspaceProgress, workspace_files
 
@@ -54,7 +55,7 @@ __all__ = [
     # the door
     "Answer", "CompletionSession", "EngineSettings", "SuggestionCache",
     # what a caller passes and reads: value types
-    "DEFAULT_CONTEXT_SIZE", "MODES", "FusionWeights", "Options", "RemoteOptions", "ScanReport", "WorkspaceLimits",
+    "DEFAULT_CONTEXT_SIZE", "MODES", "REMOTE_APIS", "FusionWeights", "Options", "RemoteOptions", "ScanReport", "WorkspaceLimits",
     # the errors a caller catches
     "Cancelled", "ModelError", "MODEL_SERVER_ERRORS", "RemoteMismatch", "RemoteUnavailable",
 ]
@@ -178,7 +179,7 @@ class CompletionSession:
         """Why the model's server did not answer the last time it was asked (None while it does, and for
         a model that runs in this process)."""
         lm = self.engine.lm if self.engine is not None else None
-        return lm.last_error if isinstance(lm, LlamaServerLM) else None
+        return lm.last_error if isinstance(lm, RemoteLM) else None
 
     def limit_documents(self, max_bytes: int | None) -> None:
         """Leave open documents larger than ``max_bytes`` (UTF-8) out of the workspace model from their

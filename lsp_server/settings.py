@@ -17,7 +17,7 @@ from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from cpc.session import (
-    DEFAULT_CONTEXT_SIZE, MODES, EngineSettings, FusionWeights, Options, RemoteOptions, WorkspaceLimits,
+    DEFAULT_CONTEXT_SIZE, MODES, REMOTE_APIS, EngineSettings, FusionWeights, Options, RemoteOptions, WorkspaceLimits,
 )
 
 _LIMITS = WorkspaceLimits()
@@ -33,6 +33,7 @@ _KEYS = {
     "remoteVocab": "remote_vocab",
     "remoteTopK": "remote_top_k",
     "remoteTimeoutMs": "remote_timeout_ms",
+    "remoteApi": "remote_api",
     "mode": "mode",
     "multiline": "multiline",
     "maxTokens": "max_tokens",
@@ -74,6 +75,9 @@ class Settings:
     """With a server: next tokens asked per state (more is exact over more of the vocabulary, and slower)."""
     remote_timeout_ms: int = int(_REMOTE.timeout_s * 1000)
     """With a server: how long one request may take before the server counts as unavailable."""
+    remote_api: str = _REMOTE.api
+    """With a server: ``llama-server`` (its ``/completion``), ``openai`` (``/v1/completions``: vLLM,
+    SGLang), or ``auto`` (llama-server when it answers ``/props``)."""
     mode: str = "cpc"
     multiline: bool = False
     max_tokens: int = 48
@@ -124,7 +128,8 @@ class Settings:
     @property
     def engine(self) -> EngineSettings:
         remote = RemoteOptions(
-            vocab=self.remote_vocab, top_k=self.remote_top_k, timeout_s=self.remote_timeout_ms / 1000
+            vocab=self.remote_vocab, top_k=self.remote_top_k, timeout_s=self.remote_timeout_ms / 1000,
+            api=self.remote_api,
         )
         return EngineSettings(self.model, self.gpu_layers, self.threads, self.context_size, remote)
 
@@ -165,6 +170,8 @@ def _check(name: str, key: str, value: Any) -> str | None:
         return None if isinstance(value, str) and value.strip() else f"{key} must be a model name or a file path"
     if name == "mode":
         return None if value in MODES else f"{key} must be one of {', '.join(MODES)} (got {value!r})"
+    if name == "remote_api":
+        return None if value in REMOTE_APIS else f"{key} must be one of {', '.join(REMOTE_APIS)} (got {value!r})"
     if name in _SWITCHES:
         return None if isinstance(value, bool) else f"{key} must be true or false (got {value!r})"
     if name in _NUMBERS:

@@ -1,11 +1,13 @@
 """The remote backend against a real llama-server (built by `make llama-server`) on the default model.
 
-The rows it builds from top-K answers are compared with the in-process
-model's; the bound on the unknown rest must hold; a needed token outside
-the top K widens K; a server of another model is refused by name; and the
-faults: a server that is not there, one that stops answering (SIGSTOP), one
-killed mid-request and started again -- clear errors, then service again
-on the same client.
+Over both APIs the server speaks (`API`): its own ``/completion``, and
+``/v1/completions`` as vLLM and SGLang serve it. The rows the client builds
+from top-K answers are compared with the in-process model's; the bound on
+the unknown rest must hold; a needed token outside the top K widens K; the
+states of a call travel in one request; clients get slots of their own; a
+server of another model is refused by name; and the faults: a server that
+is not there, one that stops answering (SIGSTOP), one killed mid-request
+and started again -- clear errors, then service again on the same client.
 """
 
 from __future__ import annotations
@@ -18,17 +20,20 @@ import pytest
 
 from cpc.engine import Engine
 from cpc.generate import Options, generate
-from cpc.remote import LlamaServerLM, RemoteMismatch, RemoteOptions, RemoteUnavailable, full_row
+from cpc.remote import RemoteLM, RemoteMismatch, RemoteOptions, RemoteUnavailable, full_row
 from tests.support.llama_server import LlamaServer, free_port
+from tests.support.openai_server import MODEL_ID, OpenAIShapeServer
 
 pytestmark = pytest.mark.slow
+
+API = ["llama-server", "openai"]
 
 PREFIX = "class Box:\n    def __init__(self, width):\n        self.width = width\n\n    def area(self):\n        return self.wid"
 
 
 @pytest.fixture(scope="module")
 def server():
-    # slots erasable (`LlamaServerLM.reset`), and no host-memory prompt cache to restore an erased prompt from
+    # slots erasable (`RemoteLM.reset`), and no host-memory prompt cache to restore an erased prompt from
     with LlamaServer("default", extra=("--slot-save-path", "/tmp", "--cache-ram", "0")) as running:
         yield running
 
@@ -53,10 +58,11 @@ def test_full_row_spreads_the_rest_within_the_bound():
     assert outside.max() <= bound.kth and outside == pytest.approx(np.full(7, 0.05 / 7))
 
 
-def test_rows_match_the_in_process_model_and_the_bound_holds(server, local):
-    engine = remote_engine(server.url, top_k=512)
+@pytest.mark.parametrize("api", API)
+def test_rows_match_the_in_process_model_and_the_bound_holds(server, local, api):
+    engine = remote_engine(server.url, top_k=512, api=api)
     lm = engine.lm
-    assert isinstance(lm, LlamaServerLM) and lm.last_error is None
+    assert isinstance(lm, RemoteLM) and lm.last_error is None and lm.api.name == api
     prompt = lm.bos + tuple(engine.tokenizer.encode(PREFIX.encode()))
     for state in (prompt, prompt[:-1], prompt[:-3]):
         # Each state read whole from an empty cache on both sides: llama.cpp's logits depend on how a
@@ -74,8 +80,9 @@ def test_rows_match_the_in_process_model_and_the_bound_holds(server, local):
     assert lm.stats.states == 3
 
 
-def test_a_needed_token_outside_the_top_k_widens_k(server, local):
-    engine = remote_engine(server.url, top_k=4)
+@pytest.mark.parametrize("api", API)
+def test_a_needed_token_outside_the_top_k_widens_k(server, local, api):
+    engine = remote_engine(server.url, top_k=4, api=api)
     lm = engine.lm
     prompt = lm.bos + tuple(engine.tokenizer.encode(b"import os\nprint(os."))
     # The server reads the prompt whole for K = 4, then only its last token again for the wider K:
@@ -91,8 +98,9 @@ def test_a_needed_token_outside_the_top_k_widens_k(server, local):
     assert row[rare] == pytest.approx(exact[rare], rel=0.02), "the needed token's value is exact after widening"
 
 
-def test_prefill_reads_ahead_and_the_client_knows_what_its_slot_holds(server):
-    engine = remote_engine(server.url)
+@pytest.mark.parametrize("api", API)
+def test_prefill_reads_ahead_and_the_client_knows_what_its_slot_holds(server, api):
+    engine = remote_engine(server.url, api=api)
     lm = engine.lm
     text = b"def read_ahead(path):\n    with open(path) as handle:\n        return handle.read()\n"
     prompt = lm.bos + tuple(engine.tokenizer.encode(text))
@@ -104,9 +112,10 @@ def test_prefill_reads_ahead_and_the_client_knows_what_its_slot_holds(server):
     assert lm.stats.tokens - before <= 2, "the slot kept the prompt: only the new token is read"
 
 
-def test_remote_completion_is_the_in_process_one(server, local):
+@pytest.mark.parametrize("api", API)
+def test_remote_completion_is_the_in_process_one(server, local, api):
     """The identifier is the same; later tokens may differ on near-ties (the server batches differently)."""
-    engine = remote_engine(server.url, top_k=4096)
+    engine = remote_engine(server.url, top_k=4096, api=api)
     options = Options(max_tokens=8)
     remote = generate(engine, PREFIX, "", options).completions[0].text
     exact = generate(local, PREFIX, "", options).completions[0].text
@@ -119,9 +128,62 @@ def test_a_server_of_another_model_is_refused_by_name():
             remote_engine(other.url)
 
 
-def test_faults_are_clear_and_the_same_client_recovers():
+def test_the_states_of_a_call_go_in_one_request_and_greedy_steps_ask_few_tokens(server, local):
+    engine = remote_engine(server.url, top_k=512)
+    lm = engine.lm
+    prompt = lm.bos + tuple(engine.tokenizer.encode(PREFIX.encode()))
+    states = [prompt + (token,) for token in (594, 2016, 16)]
+    requests = lm.profile.requests
+    together = lm.next_logprobs(states)
+    assert lm.profile.requests == requests + 1, "three states, one request"
+    for state, row in zip(states, together):
+        assert np.array_equal(row, lm.next_logprobs([state])[0]), "answered in the order asked"
+    answered = lm.stats.states
+    row = lm.next_logprobs([prompt], greedy=True)[0]
+    assert lm.stats.states == answered + 1 and lm.bounds[-1].k == 16
+    exact = local.lm.next_logprobs([prompt])[0]
+    assert int(row.argmax()) == int(exact.argmax()), "greedy decoding's choice is the model's"
+
+
+def test_each_client_gets_a_slot_of_its_own():
+    with LlamaServer("default", parallel=2) as two:
+        first, second = (remote_engine(two.url).lm for _ in range(2))
+        assert {first.slot, second.slot} == {0, 1}, "the server assigns its least recently used slot"
+        prompt = first.bos + tuple(first.tokenizer.encode(PREFIX.encode()))
+        first.next_logprobs([prompt])
+        second.next_logprobs([second.bos + (1, 2, 3)])
+        before = first.stats.tokens
+        first.next_logprobs([prompt + (594,)])
+        assert first.stats.tokens - before <= 2, "the other client did not take this one's slot"
+
+
+def test_an_engine_that_caps_k_is_read_in_its_own_shape_and_the_rows_stay_sound(local, caplog):
+    """vLLM's ``/v1/completions`` (its answer shape and its refusal of K over ``--max-logprobs``), spoken by a
+    stand-in over the in-process model: the client detects the API, lowers K to the cap and says so once."""
+    with OpenAIShapeServer(local.lm, local.tokenizer, max_logprobs=20) as stand_in:
+        engine = remote_engine(stand_in.url, top_k=512)
+        lm = engine.lm
+        assert lm.api.name == "openai" and lm.api.model == MODEL_ID and lm.slot is None
+        prompt = lm.bos + tuple(engine.tokenizer.encode(PREFIX.encode()))
+        local.lm.reset()
+        exact = np.exp(local.lm.next_logprobs([prompt])[0].astype(np.float64))
+        row = np.exp(lm.next_logprobs([prompt])[0].astype(np.float64))
+        bound = lm.bounds[-1]
+        assert lm.top_k_cap == 20 and bound.k == 20
+        assert sum("--max-logprobs 512" in record.getMessage() for record in caplog.records) == 1
+        top = np.argsort(-exact)[:20]
+        assert np.abs(row[top] - exact[top]).max() < 1e-3
+        assert np.delete(exact, top).sum() == pytest.approx(bound.rest, abs=1e-3)
+        assert generate(engine, PREFIX, "", Options(max_tokens=4)).completions[0].text.startswith("th")
+        asked = [body for body in stand_in.requests if "logprobs" in body]
+        assert asked and all(body["return_tokens_as_token_ids"] and "id_slot" not in body for body in asked)
+        assert all(body["model"] == MODEL_ID for body in asked)
+
+
+@pytest.mark.parametrize("api", API)
+def test_faults_are_clear_and_the_same_client_recovers(api):
     port = free_port()
-    engine = remote_engine(f"http://127.0.0.1:{port}", timeout_s=15.0, retries=1, backoff_s=0.1)
+    engine = remote_engine(f"http://127.0.0.1:{port}", timeout_s=15.0, retries=1, backoff_s=0.1, api=api)
     lm = engine.lm
     assert "refused the connection" in lm.last_error, "not started: said at load, the engine still loads"
     with pytest.raises(RemoteUnavailable, match=f"127.0.0.1:{port} refused the connection"):

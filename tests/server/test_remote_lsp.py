@@ -1,7 +1,9 @@
 """End to end: `cpc-lsp` with ``model: http://127.0.0.1:PORT`` and a real llama-server, and its faults.
 
-One editor session for the module, in order: the server is not started yet
-(one warning, empty answers, the editor keeps working), then started
+Once per API the client speaks (``remoteApi``): llama-server's own
+``/completion``, and ``/v1/completions`` as vLLM and SGLang serve it. One
+editor session per API, in order: the server is not started yet (one
+warning, empty answers, the editor keeps working), then started
 (`self.wid|` completes to ``width``, and an info message says it is back),
 then paused (a timeout, one warning), resumed, killed, and started again on
 the same port -- each time served again without restarting the editor.
@@ -24,27 +26,38 @@ from tests.server.test_lsp import (
 
 pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.slow]
 
-PORT = free_port()
-URL = f"http://127.0.0.1:{PORT}"
-SETTINGS = {"debounceMs": 0, "maxTokens": 8, "model": URL, "remoteTimeoutMs": 15000, "fusion": False}
+PORTS = {"llama-server": free_port(), "openai": free_port()}
+"""A port per API: each editor session starts with no server on its port."""
+SETTINGS = {"debounceMs": 0, "maxTokens": 8, "remoteTimeoutMs": 15000, "fusion": False}
 _documents = iter(range(1000))
 
 
-@pytest_lsp.fixture(scope="module", config=ClientServerConfig(server_command=[sys.executable, "-m", "lsp_server"]))
-async def client(lsp_client: LanguageClient):
-    await lsp_client.initialize_session(initialize_params(options=SETTINGS))
+@pytest_lsp.fixture(scope="module", params=list(PORTS),
+                    config=ClientServerConfig(server_command=[sys.executable, "-m", "lsp_server"]))
+async def client(lsp_client: LanguageClient, request):
+    api = request.param
+    settings = SETTINGS | {"model": f"http://127.0.0.1:{PORTS[api]}", "remoteApi": api}
+    await lsp_client.initialize_session(initialize_params(options=settings))
     state = await wait_until_loaded(lsp_client)
     assert state.ready, state.error
+    lsp_client.port = PORTS[api]
     yield
     await lsp_client.shutdown_session()
 
 
 @pytest.fixture(scope="module")
-def server():
-    """The llama-server the editor talks to; the tests start, pause, kill and restart it."""
-    running = LlamaServer("default", port=PORT)
+def servers():
+    """The llama-servers the editor sessions talk to, one per API's port; the tests start, pause, kill and
+    restart them."""
+    running = {port: LlamaServer("default", port=port) for port in PORTS.values()}
     yield running
-    running.stop()
+    for server in running.values():
+        server.stop()
+
+
+@pytest.fixture
+def server(client: LanguageClient, servers) -> LlamaServer:
+    return servers[client.port]
 
 
 async def complete_width(client: LanguageClient) -> list[types.InlineCompletionItem]:
@@ -72,7 +85,8 @@ def shown(client: LanguageClient, since: int) -> list[types.ShowMessageParams]:
 
 async def test_not_started_one_warning_and_empty_answers(client: LanguageClient):
     warnings = [m for m in client.messages if m.type == types.MessageType.Warning]
-    assert len(warnings) == 1 and f"{URL} refused the connection" in warnings[0].message, client.messages
+    url = f"http://127.0.0.1:{client.port}"
+    assert len(warnings) == 1 and f"{url} refused the connection" in warnings[0].message, client.messages
     seen = len(client.messages)
     assert await complete_width(client) == []
     assert await complete_width(client) == []

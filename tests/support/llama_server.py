@@ -44,10 +44,12 @@ class LlamaServer:
         parallel: int = 1,
         slot_context: int = 2048,
         threads: int | None = None,
+        kv_unified: bool = False,
         extra: tuple[str, ...] = (),
         log_path: Path | None = None,
     ) -> None:
-        """``slot_context`` tokens per slot (``-c`` is that times ``parallel``); ``extra`` more flags."""
+        """``slot_context`` tokens per slot (``-c`` is that times ``parallel``); ``kv_unified``: one KV cache
+        for all slots (their tokens batch together) instead of one per slot; ``extra`` more flags."""
         if not BINARY.exists():
             raise FileNotFoundError(f"{BINARY} is missing: run `make llama-server` (it builds llama.cpp's server)")
         self.model = resolve_model(model)
@@ -55,6 +57,7 @@ class LlamaServer:
         self.parallel = parallel
         self.slot_context = slot_context
         self.threads = threads or len(os.sched_getaffinity(0))
+        self.kv_unified = kv_unified
         self.extra = extra
         self.log_path = log_path
         self.process: subprocess.Popen | None = None
@@ -66,7 +69,8 @@ class LlamaServer:
     def command(self) -> list[str]:
         return [
             str(BINARY), "-m", str(self.model), "--host", "127.0.0.1", "--port", str(self.port),
-            "-c", str(self.slot_context * self.parallel), "--parallel", str(self.parallel), "--no-kv-unified",
+            "-c", str(self.slot_context * self.parallel), "--parallel", str(self.parallel),
+            "--kv-unified" if self.kv_unified else "--no-kv-unified",
             # Gemma 3's sliding-window layers keep every position, so any cached prefix is reusable
             "--swa-full", "-t", str(self.threads), "--no-webui",
             # as in-process (cpc.gguf): AMX weight buffers crashed llama.cpp on this machine's VM

@@ -37,7 +37,7 @@ class ToyLM(LanguageModel):
         for piece, value in (bias or {}).items():
             self.bias[list(pieces).index(piece)] = value
 
-    def next_logprobs(self, states: Sequence[Sequence[int]]) -> np.ndarray:
+    def next_logprobs(self, states: Sequence[Sequence[int]], *, greedy: bool = False) -> np.ndarray:
         self.stats.calls += 1
         self.stats.states += len(states)
         return np.array([self._row(tuple(state)) for state in states])

@@ -16,6 +16,7 @@ local options = {
   remoteVocab = 'default', -- with a server as model: a local GGUF of the served model (vocabulary only)
   remoteTopK = 512, -- with a server: next tokens asked per state
   remoteTimeoutMs = 10000, -- with a server: how long one request may take
+  remoteApi = 'auto', -- with a server: 'llama-server' | 'openai' (vLLM, SGLang) | 'auto'
   gpuLayers = 0, -- layers to offload to the GPU (0: CPU only)
   threads = 0, -- CPU threads for the model (0: the server decides)
   mode = 'cpc', -- 'cpc' | 'heal' | 'naive'

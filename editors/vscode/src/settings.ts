@@ -16,6 +16,10 @@ export const CHANNEL_NAME = 'CPC';
 export const MODES = ['cpc', 'heal', 'naive'] as const;
 export type Mode = (typeof MODES)[number];
 
+/** The serving APIs a model server may speak (`cpc.remoteApi`). */
+export const REMOTE_APIS = ['auto', 'llama-server', 'openai'] as const;
+export type RemoteApi = (typeof REMOTE_APIS)[number];
+
 /** The settings sent to the server in `initialize` (camelCase, exactly these keys). */
 export interface InitializationOptions {
     model: string;
@@ -25,6 +29,7 @@ export interface InitializationOptions {
     remoteVocab: string;
     remoteTopK: number;
     remoteTimeoutMs: number;
+    remoteApi: RemoteApi;
     mode: Mode;
     multiline: boolean;
     maxTokens: number;
@@ -56,6 +61,7 @@ export const DEFAULTS: Readonly<CpcSettings> = Object.freeze({
     remoteVocab: 'default',
     remoteTopK: 512,
     remoteTimeoutMs: 10000,
+    remoteApi: 'auto',
     mode: 'cpc',
     multiline: false,
     maxTokens: 48,
@@ -84,6 +90,7 @@ export const INITIALIZATION_KEYS: readonly (keyof InitializationOptions)[] = [
     'remoteVocab',
     'remoteTopK',
     'remoteTimeoutMs',
+    'remoteApi',
     'mode',
     'multiline',
     'maxTokens',
@@ -172,14 +179,14 @@ function toNonEmptyString(value: unknown, fallback: string): string {
     return trimmed === '' ? fallback : trimmed;
 }
 
-function toMode(value: unknown): Mode {
+function toChoice<T extends string>(value: unknown, choices: readonly T[], fallback: T): T {
     if (typeof value === 'string') {
         const lower = value.trim().toLowerCase();
-        if ((MODES as readonly string[]).includes(lower)) {
-            return lower as Mode;
+        if ((choices as readonly string[]).includes(lower)) {
+            return lower as T;
         }
     }
-    return DEFAULTS.mode;
+    return fallback;
 }
 
 function toStringArray(value: unknown): string[] {
@@ -235,7 +242,8 @@ export function readSettings(source: SettingsSource | Record<string, unknown> | 
         remoteVocab: resolveModel(toNonEmptyString(get('remoteVocab'), DEFAULTS.remoteVocab), ctx),
         remoteTopK: toInteger(get('remoteTopK'), DEFAULTS.remoteTopK, 1),
         remoteTimeoutMs: toInteger(get('remoteTimeoutMs'), DEFAULTS.remoteTimeoutMs, 1),
-        mode: toMode(get('mode')),
+        remoteApi: toChoice(get('remoteApi'), REMOTE_APIS, DEFAULTS.remoteApi),
+        mode: toChoice(get('mode'), MODES, DEFAULTS.mode),
         multiline: toBoolean(get('multiline'), DEFAULTS.multiline),
         maxTokens: toInteger(get('maxTokens'), DEFAULTS.maxTokens, 1),
         items: toInteger(get('items'), DEFAULTS.items, 1),
@@ -265,6 +273,7 @@ export function initializationOptions(settings: CpcSettings): InitializationOpti
         remoteVocab: settings.remoteVocab,
         remoteTopK: settings.remoteTopK,
         remoteTimeoutMs: settings.remoteTimeoutMs,
+        remoteApi: settings.remoteApi,
         mode: settings.mode,
         multiline: settings.multiline,
         maxTokens: settings.maxTokens,

@@ -117,6 +117,7 @@ describe('extension (stub vscode, fake server)', () => {
             remoteVocab: 'default',
             remoteTopK: 512,
             remoteTimeoutMs: 10000,
+            remoteApi: 'auto',
             mode: 'heal',
             multiline: true,
             maxTokens: 16,

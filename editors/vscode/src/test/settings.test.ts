@@ -10,6 +10,7 @@ import {
     DEFAULTS,
     INITIALIZATION_KEYS,
     MODES,
+    REMOTE_APIS,
     documentSelector,
     expandPath,
     initializationOptions,
@@ -43,6 +44,7 @@ describe('readSettings defaults', () => {
             remoteVocab: 'default',
             remoteTopK: 512,
             remoteTimeoutMs: 10000,
+            remoteApi: 'auto',
             mode: 'cpc',
             multiline: false,
             maxTokens: 48,
@@ -79,6 +81,7 @@ describe('readSettings defaults', () => {
                 remoteVocab: '/models/served.gguf',
                 remoteTopK: 4096,
                 remoteTimeoutMs: 2500,
+                remoteApi: 'openai',
                 mode: 'heal',
                 multiline: true,
                 maxTokens: 128,
@@ -106,6 +109,7 @@ describe('readSettings defaults', () => {
             remoteVocab: '/models/served.gguf',
             remoteTopK: 4096,
             remoteTimeoutMs: 2500,
+            remoteApi: 'openai',
             mode: 'heal',
             multiline: true,
             maxTokens: 128,
@@ -274,6 +278,7 @@ describe('initializationOptions', () => {
             'remoteVocab',
             'remoteTopK',
             'remoteTimeoutMs',
+            'remoteApi',
             'mode',
             'multiline',
             'maxTokens',
@@ -318,6 +323,7 @@ describe('initializationOptions', () => {
             remoteVocab: 'default',
             remoteTopK: 512,
             remoteTimeoutMs: 10000,
+            remoteApi: 'auto',
             mode: 'heal',
             multiline: true,
             maxTokens: 1,
@@ -440,6 +446,7 @@ describe('package.json agrees with the module', () => {
             assert.equal(properties[`cpc.${key}`].type, 'boolean', key);
         }
         assert.deepEqual(properties['cpc.mode'].enum, [...MODES]);
+        assert.deepEqual(properties['cpc.remoteApi'].enum, [...REMOTE_APIS]);
         assert.equal(properties['cpc.multiline'].type, 'boolean');
         assert.equal(properties['cpc.logDocuments'].type, 'boolean');
         assert.equal(properties['cpc.serverArgs'].type, 'array');
