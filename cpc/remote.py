@@ -457,8 +457,8 @@ class RemoteLM(LanguageModel):
         try:
             answers = self.api.parse(answer, len(states), probabilities=k > 0)
         except AnswerError as error:
-            raise RemoteMismatch(f"{self.url}{self.api.path} answered in an unknown shape ({error}): is it a "
-                                 f"{self.api.name} server of 2025 or later?") from error
+            raise RemoteMismatch(f"{self.url}{self.api.path} answered in an unknown shape ({error}): is "
+                                 f"{self.server_name} a server of 2025 or later?") from error
         with self._lock:
             self.profile.parse_s += time.perf_counter() - began
         self._note(states, answers, expected)
