@@ -9,9 +9,9 @@ with the prompt long (the engine's window) and short (at most 300 tokens,
 called inside another is taken out of the outer one's time):
 
 - ``decode``: ``llama_decode``, the model's forward passes;
-- ``log-softmax``: logits to log-probabilities, per evaluated state;
-- ``snapshot``: a state's probabilities in prefix-index order and their
-  prefix sums (`cpc.beam.Snapshot`);
+- ``log-softmax``: logits to a row of log-probabilities (fused generation, scoring);
+- ``greedy``: a greedy step's choice and its log-probability, from the logits;
+- ``snapshot``: a state's probabilities in prefix-index order (`cpc.beam.Snapshot`);
 - ``tokenize``: the tokenizer (the prompt, re-encode validations);
 - ``candidates``: the covering-path search, validations aside;
 - ``beam``: the byte beam, aside from what it calls;
@@ -46,7 +46,8 @@ from cpc.models import stderr_progress  # noqa: E402
 
 STAGES = {
     "decode": (lm.LlamaLM, "_decode"),
-    "log-softmax": (lm.LlamaLM, "_logprobs"),
+    "log-softmax": (lm, "log_softmax"),
+    "greedy": (lm, "greedy_choice"),
     "snapshot": (beam.Snapshot, "__init__"),
     "tokenize": (tokenizer.LlamaTokenizer, "encode"),
     "candidates": (candidates.CandidateFinder, "analyze"),

@@ -63,7 +63,9 @@ class Snapshot:
 
     Only text tokens and end-of-text are kept: control tokens that never
     produce bytes are dropped and the rest renormalised, so the byte model
-    is a proper distribution. No per-token objects.
+    is a proper distribution. No per-token objects. It normalises itself, so
+    it is made from the model's unnormalised scores (`LanguageModel.next_scores`):
+    no log-softmax runs before it.
 
     A snapshot is made for every state the model evaluates, so it is kept
     cheap: the probabilities are taken and kept at the precision of the
@@ -78,8 +80,8 @@ class Snapshot:
 
     __slots__ = ("tokens", "probs", "eos")
 
-    def __init__(self, tokens: State, logprobs: np.ndarray, index: PrefixIndex, eos_ids: np.ndarray):
-        row = np.asarray(logprobs)
+    def __init__(self, tokens: State, scores: np.ndarray, index: PrefixIndex, eos_ids: np.ndarray):
+        row = np.asarray(scores)
         if row.dtype != np.float32:
             row = row.astype(np.float64)
         text = row[index.order]
@@ -137,7 +139,7 @@ class SnapshotCache:
         """Snapshots for every state; the missing ones come from one model call."""
         missing = list(dict.fromkeys(s for s in states if s not in self._cache))
         if missing:
-            rows = self.lm.next_logprobs(missing)
+            rows = self.lm.next_scores(missing)
             for state, row in zip(missing, rows):
                 self._cache[state] = Snapshot(state, row, self.index, self._eos_ids)
         found = []

@@ -54,7 +54,7 @@ from cpc.window import MAX_SUFFIX_TOKENS, fit_window, prompt_window
 
 if TYPE_CHECKING:
     from cpc.engine import Engine
-    from cpc.fusion import Fusion, FusionState
+    from cpc.fusion import Fusion, FusionState, NextStates
 
 __all__ = ["MODES", "Cancelled", "Completion", "Generation", "Options", "StopRules", "generate", "prompt_frame", "warm"]
 
@@ -358,7 +358,7 @@ def _continue(
     banned[eos_ids] = False
     is_eos = np.zeros(len(banned), dtype=bool)
     is_eos[eos_ids] = True
-    banned = np.flatnonzero(banned)  # ids, not a mask over the vocabulary: a few thousand writes per step
+    banned_ids = np.flatnonzero(banned)  # for fused rows: a few thousand writes per step, not a pass
     deadline = math.inf if options.time_budget_ms is None else time.perf_counter() + options.time_budget_ms / 1000
     room = engine.lm.n_ctx - 1
     while True:
@@ -375,14 +375,9 @@ def _continue(
             return
         if early is not None:
             early.offer(streams, now)
-        rows = engine.lm.next_logprobs([s.tokens for s in live], greedy=fusion is None)
-        if fusion is not None:
-            scores, next_states = fusion.advance([s.fusion_state for s in live])
-            rows = rows + scores
-        rows[:, banned] = -np.inf
-        chosen = rows.argmax(axis=1)
-        for number, (stream, row, token) in enumerate(zip(live, rows, chosen.tolist())):
-            stream.logprob += float(row[token])
+        chosen, logprobs, next_states = _choose(engine, live, banned, banned_ids, fusion)
+        for number, (stream, token, logprob) in enumerate(zip(live, chosen.tolist(), logprobs.tolist())):
+            stream.logprob += logprob
             if is_eos[token]:
                 _finish(stream, rules, fusion)
                 continue
@@ -395,6 +390,25 @@ def _continue(
                 _finish(stream, rules, fusion)
             else:
                 _settle(stream, rules, fusion)
+
+
+def _choose(
+    engine: Engine, live: list[_Stream], banned: np.ndarray, banned_ids: np.ndarray, fusion: Fusion | None
+) -> tuple[np.ndarray, np.ndarray, NextStates | None]:
+    """Each live stream's next token (never a control token but EOS) and its score, from one batched model call.
+
+    Unfused, the model answers only that (`LanguageModel.greedy_next`); fused, the choice is on the
+    sum of the model's log-probabilities and the workspace scores, so every token's row is needed.
+    """
+    states = [s.tokens for s in live]
+    if fusion is None:
+        chosen, logprobs = engine.lm.greedy_next(states, banned)
+        return chosen, logprobs, None
+    scores, next_states = fusion.advance([s.fusion_state for s in live])
+    rows = engine.lm.next_logprobs(states) + scores
+    rows[:, banned_ids] = -np.inf
+    chosen = rows.argmax(axis=1)
+    return chosen, rows[np.arange(len(rows)), chosen].astype(np.float64), next_states
 
 
 _FIRST_WORD = re.compile(r"\W*\w+")

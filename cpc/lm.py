@@ -13,6 +13,13 @@ included), so callers never manage model memory:
     >>> rows.shape
     (2, 49152)
 
+A caller asks only for what it needs of a state, because every row is a
+pass over the vocabulary (262,144 logits for Gemma 3) on the host:
+`next_logprobs` for whole normalised rows (fusion adds its scores to them),
+`next_scores` for rows it normalises itself (`cpc.beam.Snapshot`), and
+`greedy_next` for a greedy step's token and log-probability, which
+`LlamaLM` takes from the logits in one exponential pass and a maximum.
+
 `LlamaLM` keeps ``n_seq`` sequences in llama.cpp's KV cache between calls,
 each in its own stream. For every requested state it picks the sequence
 that already holds the longest prefix of it, or copies a better one over
@@ -35,6 +42,7 @@ tokens are close (docs/team-server.md measures what that does to texts).
 from __future__ import annotations
 
 import ctypes
+import math
 import os
 import sys
 import time
@@ -162,6 +170,32 @@ class LanguageModel(ABC):
         answers fewer tokens exactly then; an exact backend ignores it.
         """
 
+    def next_scores(self, states: Sequence[Sequence[int]]) -> np.ndarray:
+        """Next-token scores for every state, *unnormalised*: each row is `next_logprobs`' row plus a constant.
+
+        For a caller that normalises anyway (`cpc.beam.Snapshot` renormalises
+        over the text tokens): a backend that holds logits hands them over and
+        skips a normalising pass over the vocabulary per state.
+        """
+        return self.next_logprobs(states)
+
+    def greedy_next(self, states: Sequence[Sequence[int]], banned: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Each state's likeliest next token that ``banned`` (a mask over the vocabulary) does not mark,
+        and its log-probability: all that greedy decoding asks of a state.
+
+        >>> from tests.support.toy_lm import ToyLM
+        >>> lm = ToyLM()
+        >>> row = lm.next_logprobs([lm.bos])[0]
+        >>> banned = np.zeros(len(row), dtype=bool); banned[row.argmax()] = True
+        >>> tokens, logprobs = lm.greedy_next([lm.bos], banned)
+        >>> int(tokens[0]) == int(np.argsort(row)[-2]), float(logprobs[0]) == float(np.sort(row)[-2])
+        (True, True)
+        """
+        rows = self.next_logprobs(states, greedy=True)
+        rows[:, banned] = -np.inf
+        tokens = rows.argmax(axis=1)
+        return tokens, rows[np.arange(len(rows)), tokens].astype(np.float64)
+
     def reset(self) -> None:
         """Forget whatever is kept between calls (a KV cache); the default keeps nothing."""
 
@@ -282,23 +316,50 @@ class LlamaLM(LanguageModel):
 
     def reset(self) -> None:
         """Forget the KV cache (the next call evaluates every token again)."""
-        llama_cpp.llama_memory_clear(self._memory, True)
+        llama_cpp.llama_memory_clear(self._memory, False)
         self._last_used = [0] * self.n_seq
         self._slots = [np.empty(0, dtype=np.int64) for _ in range(self.n_seq)]
 
     def next_logprobs(self, states: Sequence[Sequence[int]], *, greedy: bool = False) -> np.ndarray:
+        return self._rows(states, log_softmax)
+
+    def next_scores(self, states: Sequence[Sequence[int]]) -> np.ndarray:
+        return self._rows(states, np.copyto)  # llama.cpp's logits as they are: one copy, no pass
+
+    def greedy_next(self, states: Sequence[Sequence[int]], banned: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        tokens = np.empty(len(states), dtype=np.int64)
+        logprobs = np.empty(len(states))
+        scratch = np.empty(self.n_vocab, dtype=np.float32)
+
+        def choose(number: int, logits: np.ndarray) -> None:
+            tokens[number], logprobs[number] = greedy_choice(logits, banned, scratch)
+
+        order = self._answer(states, choose)
+        if len(order) == len(states):
+            return tokens, logprobs
+        asked = [order[tuple(state)] for state in states]
+        return tokens[asked], logprobs[asked]
+
+    def _rows(self, states: Sequence[Sequence[int]], write: Callable[[np.ndarray, np.ndarray], object]) -> np.ndarray:
+        """One row per state: ``write(row, logits)`` makes it from llama.cpp's logits."""
+        rows = np.empty((len(states), self.n_vocab), dtype=np.float32)
+        order = self._answer(states, lambda number, logits: write(rows[number], logits))
+        if len(order) == len(states):  # no state asked twice: the rows are in the order asked
+            return rows
+        return rows[[order[tuple(state)] for state in states]]
+
+    def _answer(self, states: Sequence[Sequence[int]], take: Callable[[int, np.ndarray], None]) -> dict[State, int]:
+        """Evaluate each distinct state once and hand its logits to ``take(number, logits)`` (valid
+        until the next decode); returns the states' numbers."""
         unique = self.distinct_states(states)
         self.check_interrupt()
         order = list(unique)
-        rows = np.empty((len(order), self.n_vocab), dtype=np.float32)
         self.stats.calls += 1
         self.stats.states += len(order)
         step = self.states_per_decode
         for start in range(0, len(order), step):
-            self._evaluate(order[start : start + step], rows[start : start + step])
-        if len(order) == len(states):  # no state asked twice: the rows are in the order asked
-            return rows
-        return rows[[unique[tuple(state)] for state in states]]
+            self._evaluate(order[start : start + step], lambda number, logits, first=start: take(first + number, logits))
+        return unique
 
     def cached_length(self, state: Sequence[int]) -> int:
         array = np.asarray(state, dtype=np.int64)
@@ -327,6 +388,7 @@ class LlamaLM(LanguageModel):
         llama_cpp.llama_memory_seq_rm(self._memory, 0, -1, -1)
         self._slots[0] = tokens[:0]
         result = np.empty(len(tokens) - 1, dtype=np.float64)
+        scratch = np.empty(self.n_vocab, dtype=np.float32)
         # Every position needs its logits, and llama.cpp keeps n_outputs x
         # n_vocab floats per batch: small chunks keep that buffer small.
         chunk = 64
@@ -335,12 +397,14 @@ class LlamaLM(LanguageModel):
             self._fill([(int(tokens[pos]), pos, 0, pos) for pos in positions])
             self._decode()
             for k, pos in enumerate(positions):
-                result[pos] = self._logprobs(k)[tokens[pos + 1]]
+                logits = self._logits(k)
+                result[pos] = logprob_of(logits, tokens[pos + 1], log_normaliser(logits, scratch))
             self._slots[0] = tokens[: positions.stop]
         return result
 
-    def _evaluate(self, states: list[State], out: np.ndarray | None) -> None:
-        """Logits after every state (at most ``n_seq``) into ``out`` (None: read the states, no logits).
+    def _evaluate(self, states: list[State], take: Callable[[int, np.ndarray], None] | None) -> None:
+        """Hand the logits after every state (at most ``n_seq``) to ``take(number, logits)``, right after
+        the decode that made them (None: read the states, no logits).
 
         Long work goes in chunks of `PREFILL_CHUNK`: between them the
         interrupt is polled, and each slot records what it holds so far, so
@@ -348,15 +412,18 @@ class LlamaLM(LanguageModel):
         """
         arrays = [np.asarray(state, dtype=np.int64) for state in states]
         self._prefill_shared(arrays)
-        lengths = np.array([len(state) for state in arrays])
-        cached = np.array([[common_prefix(slot, state) for slot in self._slots] for state in arrays])
-        if out is not None:
-            cached = np.minimum(cached, (lengths - 1)[:, None])  # the last token is always evaluated
-        targets, reuse = self._arrange(cached)
+        placed = self._one_past_a_slot(arrays) if take is not None else None
+        if placed is None:
+            lengths = np.array([len(state) for state in arrays])
+            cached = np.array([[common_prefix(slot, state) for slot in self._slots] for state in arrays])
+            if take is not None:
+                cached = np.minimum(cached, (lengths - 1)[:, None])  # the last token is always evaluated
+            placed = self._arrange(cached)
+        targets, reuse = placed
         work: list[_Work] = []
         for i, state in enumerate(arrays):
             self._slots[targets[i]] = state[: reuse[i]]
-            last = len(state) - 1 if out is not None else -1
+            last = len(state) - 1 if take is not None else -1
             for pos in range(int(reuse[i]), len(state)):
                 work.append((int(state[pos]), pos, int(targets[i]), i if pos == last else -1))
         owner = {int(target): i for i, target in enumerate(targets)}
@@ -371,7 +438,7 @@ class LlamaLM(LanguageModel):
             reached: dict[int, int] = {}
             for batch_index, (_, pos, seq, state) in enumerate(chunk):
                 if state >= 0:
-                    out[state] = self._logprobs(batch_index)
+                    take(state, self._logits(batch_index))
                 reached[seq] = pos + 1
             for seq, length in reached.items():  # what each slot holds now, once per chunk
                 self._slots[seq] = arrays[owner[seq]][:length]
@@ -403,6 +470,20 @@ class LlamaLM(LanguageModel):
             self._time_prefill(stop - start, time.perf_counter() - began)
             self._slots[best] = prefix[:stop]
             self.check_interrupt()
+
+    def _one_past_a_slot(self, arrays: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray] | None:
+        """The placement of the commonest call, one state one token past what a slot holds (a greedy
+        step, a beam extension): that slot, without comparing the state to every slot. None otherwise."""
+        if len(arrays) != 1 or len(arrays[0]) < 2:
+            return None
+        state = arrays[0]
+        held = len(state) - 1
+        for slot_number, slot in enumerate(self._slots):
+            if len(slot) == held and slot[-1] == state[-2] and np.array_equal(slot, state[:-1]):
+                self._clock += 1
+                self._last_used[slot_number] = self._clock
+                return np.array([slot_number]), np.array([held])
+        return None
 
     def _arrange(self, cached: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Pick a slot per state and give it the state's reusable prefix.
@@ -476,15 +557,68 @@ class LlamaLM(LanguageModel):
                 + (" (the KV cache is full: raise n_ctx)" if status == 1 else "")
             )
 
-    def _logprobs(self, batch_index: int) -> np.ndarray:
+    def _logits(self, batch_index: int) -> np.ndarray:
+        """The logits of a batch entry, in llama.cpp's buffer (a view, valid until the next decode)."""
         pointer = llama_cpp.llama_get_logits_ith(self._ctx, batch_index)
         if not pointer:
             raise RuntimeError(f"llama.cpp has no logits for batch entry {batch_index}")
-        logits = np.ctypeslib.as_array(ctypes.cast(pointer, ctypes.POINTER(ctypes.c_float)), (self.n_vocab,))
-        shifted = logits - logits.max()
-        # float32 exponentials (as precise as llama.cpp's own logits), summed in float64
-        shifted -= np.float32(np.log(np.exp(shifted).sum(dtype=np.float64)))
-        return shifted
+        return np.ctypeslib.as_array(ctypes.cast(pointer, ctypes.POINTER(ctypes.c_float)), (self.n_vocab,))
+
+
+Normaliser = tuple[np.float32, np.float32]
+"""A row's maximum and ``log(sum(exp(logits - maximum)))``: its log-probabilities are
+``(logits - maximum) - log_sum``, in float32 like llama.cpp's logits."""
+
+
+def log_normaliser(logits: np.ndarray, scratch: np.ndarray, maximum: np.float32 | None = None) -> Normaliser:
+    """The `Normaliser` of a row of logits, from float32 exponentials summed in float64 (as precise as
+    llama.cpp's own logits); ``scratch`` is a float32 array of the same length, so nothing is allocated,
+    and a ``maximum`` already known saves a pass.
+
+    >>> maximum, log_sum = log_normaliser(np.log(np.array([0.5, 0.25, 0.25], dtype=np.float32)), np.empty(3, np.float32))
+    >>> round(float(maximum), 4), round(float(log_sum), 4)
+    (-0.6931, 0.6931)
+    """
+    maximum = logits.max() if maximum is None else maximum
+    np.subtract(logits, maximum, out=scratch)
+    np.exp(scratch, out=scratch)
+    return maximum, np.float32(math.log(scratch.sum(dtype=np.float64)))
+
+
+def logprob_of(logits: np.ndarray, token: int, normaliser: Normaliser) -> float:
+    """One token's log-probability, rounded exactly as `log_softmax` rounds its row."""
+    maximum, log_sum = normaliser
+    return float((logits[token] - maximum) - log_sum)
+
+
+def log_softmax(row: np.ndarray, logits: np.ndarray) -> None:
+    """Write ``logits``' log-probabilities into ``row`` (float32).
+
+    >>> row = np.empty(2, np.float32); log_softmax(row, np.array([1.0, 1.0], np.float32)); [round(float(v), 4) for v in row]
+    [-0.6931, -0.6931]
+    """
+    _, log_sum = log_normaliser(logits, row)
+    np.subtract(logits, logits.max(), out=row)
+    row -= log_sum
+
+
+def greedy_choice(logits: np.ndarray, banned: np.ndarray, scratch: np.ndarray) -> tuple[int, float]:
+    """The likeliest token that ``banned`` does not mark, and its log-probability, from one row of logits:
+    a maximum, the normaliser's exponentials and a sum, and nothing allocated (``scratch`` as for
+    `log_normaliser`). Only when a banned token is the likeliest is the row copied and masked.
+
+    >>> logits = np.log(np.array([0.5, 0.3, 0.2], dtype=np.float32))
+    >>> token, logprob = greedy_choice(logits, np.array([True, False, False]), np.empty(3, np.float32))
+    >>> token, round(logprob, 4)
+    (1, -1.204)
+    """
+    token = int(logits.argmax())
+    normaliser = log_normaliser(logits, scratch, logits[token])
+    if banned[token]:
+        np.copyto(scratch, logits)
+        scratch[banned] = -np.inf
+        token = int(scratch.argmax())
+    return token, logprob_of(logits, token, normaliser)
 
 
 def _check_context_fits(model: GGUFModel, n_ctx: int, n_seq: int) -> None:
