@@ -150,20 +150,27 @@ def print_summary(result: dict) -> None:
 
 
 def plot(result: dict, path: str) -> None:
+    """Stacked stage medians per mode and prompt: the whole request, and beside it the host's part alone."""
     plt = pyplot()
-    stages = [*STAGES, "python"]
-    fig, axis = plt.subplots(figsize=(9, 4.5))
+    fig, (whole, host) = plt.subplots(1, 2, figsize=(12, 4.5))
     bars = [(prompt, mode) for prompt in result for mode in ("naive", "cpc")]
-    bottom = [0.0] * len(bars)
-    for stage in stages:
-        values = [result[prompt][mode][f"{stage}_ms"] for prompt, mode in bars]
-        axis.bar(range(len(bars)), values, bottom=bottom, label=stage)
-        bottom = [b + max(0.0, v) for b, v in zip(bottom, values)]
     labels = [f"{mode}\n{prompt}" for prompt, mode in bars]
-    axis.set_xticks(range(len(bars)), labels)
-    axis.set_ylabel("median ms per cold request (stage medians)")
-    axis.set_title("where a request's time goes")
-    axis.legend(fontsize=8, ncol=2)
+    for axis, stages in ((whole, [*STAGES, "python"]), (host, [s for s in (*STAGES, "python") if s != "decode"])):
+        bottom = [0.0] * len(bars)
+        for number, stage in enumerate([*STAGES, "python"]):
+            if stage not in stages:
+                continue
+            values = [result[prompt][mode][f"{stage}_ms"] for prompt, mode in bars]
+            axis.bar(range(len(bars)), values, bottom=bottom, label=stage, color=f"C{number}")
+            bottom = [b + max(0.0, v) for b, v in zip(bottom, values)]
+        axis.set_xticks(range(len(bars)), labels)
+    for number, (prompt, mode) in enumerate(bars):
+        host.annotate(f"{result[prompt][mode]['host_ms_per_state']:.2f} ms/state", (number, 0), ha="center",
+                      va="bottom", fontsize=8, color="white")
+    whole.set_ylabel("median ms per cold request (stage medians)")
+    whole.set_title("where a request's time goes")
+    host.set_title("the host's part: everything but the decode")
+    host.legend(fontsize=8, ncol=2)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
 

@@ -82,6 +82,28 @@ def test_rows_are_normalised_log_probabilities(engine):
     assert (engine.lm.eos_logprob(rows) < 0).all()
 
 
+def test_scores_and_greedy_steps_answer_what_the_rows_would(engine):
+    """`next_scores` rows are the log-probability rows up to a constant, and a greedy step's token and
+    log-probability are exactly those of the row with the banned tokens masked (its first state
+    banning the likeliest token, so the masked path is taken too)."""
+    lm = engine.lm
+    states = [lm.bos + tuple(engine.tokenizer.encode(text)) for text in (b"import", b"def main(", b"import")]
+    rows = lm.next_logprobs(states)
+    scores = lm.next_scores(states)
+    shift = (scores.astype(np.float64) - rows).mean(axis=1, keepdims=True)
+    np.testing.assert_allclose(scores - shift, rows, atol=1e-4)
+    for banned_top in (False, True):
+        banned = engine.vocab.special.copy()
+        banned[sorted(engine.vocab.eos_ids)] = False
+        if banned_top:
+            banned[int(rows[0].argmax())] = True
+        tokens, logprobs = lm.greedy_next(states, banned)
+        masked = np.where(banned, -np.inf, rows)
+        np.testing.assert_array_equal(tokens, masked.argmax(axis=1))
+        np.testing.assert_array_equal(logprobs, rows[np.arange(len(rows)), tokens])
+        assert tokens[0] == tokens[2] and not banned[tokens].any()
+
+
 def test_states_that_do_not_fit_are_refused(smollm2):
     lm = LlamaLM(smollm2.model, smollm2.vocab, n_seq=1, n_ctx=16)
     with pytest.raises(ValueError, match="does not fit"):
