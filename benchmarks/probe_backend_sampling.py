@@ -1,6 +1,6 @@
 """A model state's summary computed in llama.cpp's graph (backend sampling), against the host's numpy passes.
 
-    python benchmarks/probe_backend_sampling.py [--model default] [--steps 20] [--json OUT]
+    python benchmarks/probe_backend_sampling.py [--model default] [--steps 20] [--gpu-layers N] [--json OUT]
 
 llama.cpp (as vendored in llama-cpp-python 0.3.36) lets a sampler add ggml
 ops to the model's graph (`llama_sampler_i.backend_apply`), run where the
@@ -269,9 +269,10 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default="default")
     parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--gpu-layers", type=int, default=0, help="model layers on the GPU (-1: all)")
     parser.add_argument("--json", metavar="OUT")
     args = parser.parse_args()
-    engine = Engine.load(args.model, progress=stderr_progress)
+    engine = Engine.load(args.model, gpu_layers=args.gpu_layers, progress=stderr_progress)
     result = probe(engine, args.steps)
     print(f"{result['model']}, {result['vocabulary']} logits; one-token decode {result['step_ms_without']:.2f} ms")
     print(f"{'variant':10} {'decode+ ms':>10} {'host ms':>8} {'largest difference':>19}")

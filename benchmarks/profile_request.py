@@ -1,6 +1,6 @@
 """Where a request's time goes: naive against cpc, on short and long prompts.
 
-    python benchmarks/profile_request.py [--model default] [--cases 20] [--json OUT] [--plot OUT.png]
+    python benchmarks/profile_request.py [--model default] [--cases 20] [--gpu-layers N] [--json OUT] [--plot OUT.png]
 
 Cursors are drawn as `cpc bench` draws them (standard library a–m, half on
 a token boundary, half inside a token); each is completed cold in each mode,
@@ -180,12 +180,13 @@ def main() -> int:
     parser.add_argument("--model", default="default")
     parser.add_argument("--files", default="<stdlib>/[a-m]*.py")
     parser.add_argument("--cases", type=int, default=20)
+    parser.add_argument("--gpu-layers", type=int, default=0, help="model layers on the GPU (-1: all)")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--max-tokens", type=int, default=48)
     parser.add_argument("--json", metavar="OUT")
     parser.add_argument("--plot", metavar="OUT.png")
     args = parser.parse_args()
-    engine = Engine.load(args.model, progress=stderr_progress)
+    engine = Engine.load(args.model, gpu_layers=args.gpu_layers, progress=stderr_progress)
     cases = quality.draw_cases(engine, expand(args.files), args.cases, args.seed)
     clock = StageClock()
     clock.install()

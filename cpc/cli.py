@@ -2,8 +2,9 @@
 
     cpc analyze TEXT [--vocab cl100k | --model PATH] [--json]
     cpc score FILE [--model PATH] [--json]
-    cpc complete --prefix-file F [--suffix-file F] [--mode cpc|heal|naive] [--n N] [--max-tokens N] [--json]
-    cpc bench --files GLOB --cases N --seed S [--modes naive,heal,cpc] [--json OUT] [--plot OUT.png]
+    cpc complete --prefix-file F [--suffix-file F] [--mode cpc|heal|naive] [--n N] [--max-tokens N]
+                 [--gpu-layers N] [--json]
+    cpc bench --files GLOB --cases N --seed S [--modes naive,heal,cpc] [--gpu-layers N] [--json OUT] [--plot OUT.png]
     cpc bench --workspace dev|check|GLOB --cases N --seed S [--modes cpc,cpc+fusion,cpc+context,naive+fusion]
               [--fusion-weights ngram=X,identifiers=Y] [--json OUT] [--plot OUT.png]
 
@@ -31,6 +32,7 @@ from cpc.models import ModelError, stderr_progress
 from cpc.tokenizer import LlamaTokenizer, TiktokenTokenizer, Tokenizer
 
 _SHOWN_TOKENS = 10
+GPU_LAYERS_HELP = "model layers on the GPU (-1: all; a GPU build of llama-cpp-python, docs/gpu.md; default 0)"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -75,6 +77,7 @@ def _add_engine_commands(commands: argparse._SubParsersAction) -> None:
     complete.add_argument("--n", type=int, default=1, help="distinct completions wanted (default 1)")
     complete.add_argument("--max-tokens", type=int, default=48, help="generated tokens at most (default 48)")
     complete.add_argument("--multiline", action="store_true", help="go on past the end of the line")
+    complete.add_argument("--gpu-layers", type=int, default=0, help=GPU_LAYERS_HELP)
     complete.add_argument("--json", action="store_true", help="print one JSON object")
     complete.set_defaults(run=_complete)
 
@@ -101,6 +104,7 @@ def _add_bench(commands: argparse._SubParsersAction) -> None:
                        "the server fuses an open document (its default)")
     bench.add_argument("--fusion-weights", metavar="ngram=X,identifiers=Y",
                        help="with --fusion or --workspace: fusion weights (default: cpc.fusion.FusionWeights())")
+    bench.add_argument("--gpu-layers", type=int, default=0, help=GPU_LAYERS_HELP)
     bench.add_argument("--json", metavar="OUT", help="write the results as JSON")
     bench.add_argument("--plot", metavar="OUT.png", help="write a bar chart")
     bench.set_defaults(run=_bench)
@@ -175,7 +179,7 @@ def _complete(args: argparse.Namespace) -> int:
     prefix = Path(args.prefix_file).read_text(encoding="utf-8")
     suffix = Path(args.suffix_file).read_text(encoding="utf-8") if args.suffix_file else ""
     options = Options(mode=args.mode, n=args.n, max_tokens=args.max_tokens, multiline=args.multiline)
-    engine = Engine.load(args.model, progress=stderr_progress)
+    engine = Engine.load(args.model, gpu_layers=args.gpu_layers, progress=stderr_progress)
     generation = generate(engine, prefix, suffix, options)
     if args.json:
         result = {
@@ -207,12 +211,14 @@ def _bench(args: argparse.Namespace) -> int:
     if unknown:
         raise ValueError(f"unknown mode(s) {', '.join(unknown)}: choose among {', '.join(MODES)}")
     weights = FusionWeights.parse(args.fusion_weights) if args.fusion else None
-    engine = Engine.load(args.model, progress=stderr_progress)
+    engine = Engine.load(args.model, gpu_layers=args.gpu_layers, progress=stderr_progress)
     files = args.files or "<stdlib>/[a-m]*.py"
     result = quality.run(engine, files, args.cases, args.seed, modes, args.max_tokens, progress=stderr_progress,
                        prompt=args.prompt, fusion=weights)
     quality.print_table(result)
     if args.json:
+        placement = engine.model.placement
+        result["placement"] = placement.as_json() if placement is not None else None
         Path(args.json).write_text(json.dumps(result, indent=2))
     if args.plot:
         quality.plot(result, args.plot)
@@ -231,7 +237,7 @@ def _bench_workspace(args: argparse.Namespace) -> int:
         bench_workspace.parse_mode(mode)
     fused = any(bench_workspace.parse_mode(mode)[1] for mode in modes)
     weights = FusionWeights.parse(args.fusion_weights) if fused or args.fusion_weights else None
-    engine = Engine.load(args.model, progress=stderr_progress)
+    engine = Engine.load(args.model, gpu_layers=args.gpu_layers, progress=stderr_progress)
     result = bench_workspace.run(
         engine, args.workspace, args.cases, args.seed, modes, args.max_tokens, weights, progress=stderr_progress
     )

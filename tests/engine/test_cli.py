@@ -130,10 +130,12 @@ def test_complete_reports_a_missing_prefix_file(tmp_path):
 def test_bench_json_contract_and_plot(tmp_path):
     out, png = tmp_path / "bench.json", tmp_path / "bench.png"
     result = run_cpc("bench", "--model", "smollm2", "--files", "<stdlib>/json/**/*.py", "--cases", "4",
-                     "--seed", "3", "--modes", "naive,cpc", "--max-tokens", "6", "--json", str(out), "--plot", str(png))
+                     "--seed", "3", "--modes", "naive,cpc", "--max-tokens", "6", "--gpu-layers", "0",
+                     "--json", str(out), "--plot", str(png))
     assert result.returncode == 0, result.stderr
     payload = json.loads(out.read_text())
     assert payload["model"].endswith(".gguf") and set(payload["results"]) == {"naive", "cpc"}
+    assert payload["placement"]["backend"] == "CPU"  # where the figures were measured: --gpu-layers 0
     for by_kind in payload["results"].values():
         assert set(by_kind) == {"boundary", "inside"}
         for row in by_kind.values():
