@@ -48,7 +48,7 @@ import numpy as np
 
 from cpc.conditioning import stable_tokens
 from cpc.detok import Detokenizer
-from cpc.lm import Cancelled, State
+from cpc.lm import Cancelled, State, best_allowed
 from cpc.start import FirstToken, Fused, Start, contenders, first_tokens, rank_starts
 from cpc.window import MAX_SUFFIX_TOKENS, fit_window, prompt_window
 
@@ -358,7 +358,6 @@ def _continue(
     banned[eos_ids] = False
     is_eos = np.zeros(len(banned), dtype=bool)
     is_eos[eos_ids] = True
-    banned_ids = np.flatnonzero(banned)  # for fused rows: a few thousand writes per step, not a pass
     deadline = math.inf if options.time_budget_ms is None else time.perf_counter() + options.time_budget_ms / 1000
     room = engine.lm.n_ctx - 1
     while True:
@@ -375,7 +374,7 @@ def _continue(
             return
         if early is not None:
             early.offer(streams, now)
-        chosen, logprobs, next_states = _choose(engine, live, banned, banned_ids, fusion)
+        chosen, logprobs, next_states = _choose(engine, live, banned, fusion)
         for number, (stream, token, logprob) in enumerate(zip(live, chosen.tolist(), logprobs.tolist())):
             stream.logprob += logprob
             if is_eos[token]:
@@ -393,7 +392,7 @@ def _continue(
 
 
 def _choose(
-    engine: Engine, live: list[_Stream], banned: np.ndarray, banned_ids: np.ndarray, fusion: Fusion | None
+    engine: Engine, live: list[_Stream], banned: np.ndarray, fusion: Fusion | None
 ) -> tuple[np.ndarray, np.ndarray, NextStates | None]:
     """Each live stream's next token (never a control token but EOS) and its score, from one batched model call.
 
@@ -405,10 +404,8 @@ def _choose(
         chosen, logprobs = engine.lm.greedy_next(states, banned)
         return chosen, logprobs, None
     scores, next_states = fusion.advance([s.fusion_state for s in live])
-    rows = engine.lm.next_logprobs(states) + scores
-    rows[:, banned_ids] = -np.inf
-    chosen = rows.argmax(axis=1)
-    return chosen, rows[np.arange(len(rows)), chosen].astype(np.float64), next_states
+    chosen, fused = best_allowed(engine.lm.next_logprobs(states) + scores, banned)
+    return chosen, fused, next_states
 
 
 _FIRST_WORD = re.compile(r"\W*\w+")

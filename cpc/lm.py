@@ -191,10 +191,7 @@ class LanguageModel(ABC):
         >>> int(tokens[0]) == int(np.argsort(row)[-2]), float(logprobs[0]) == float(np.sort(row)[-2])
         (True, True)
         """
-        rows = self.next_logprobs(states, greedy=True)
-        rows[:, banned] = -np.inf
-        tokens = rows.argmax(axis=1)
-        return tokens, rows[np.arange(len(rows)), tokens].astype(np.float64)
+        return best_allowed(self.next_logprobs(states, greedy=True), banned)
 
     def reset(self) -> None:
         """Forget whatever is kept between calls (a KV cache); the default keeps nothing."""
@@ -335,18 +332,13 @@ class LlamaLM(LanguageModel):
             tokens[number], logprobs[number] = greedy_choice(logits, banned, scratch)
 
         order = self._answer(states, choose)
-        if len(order) == len(states):
-            return tokens, logprobs
-        asked = [order[tuple(state)] for state in states]
-        return tokens[asked], logprobs[asked]
+        return _as_asked(order, states, tokens), _as_asked(order, states, logprobs)
 
     def _rows(self, states: Sequence[Sequence[int]], write: Callable[[np.ndarray, np.ndarray], object]) -> np.ndarray:
         """One row per state: ``write(row, logits)`` makes it from llama.cpp's logits."""
         rows = np.empty((len(states), self.n_vocab), dtype=np.float32)
         order = self._answer(states, lambda number, logits: write(rows[number], logits))
-        if len(order) == len(states):  # no state asked twice: the rows are in the order asked
-            return rows
-        return rows[[order[tuple(state)] for state in states]]
+        return _as_asked(order, states, rows)
 
     def _answer(self, states: Sequence[Sequence[int]], take: Callable[[int, np.ndarray], None]) -> dict[State, int]:
         """Evaluate each distinct state once and hand its logits to ``take(number, logits)`` (valid
@@ -563,6 +555,25 @@ class LlamaLM(LanguageModel):
         if not pointer:
             raise RuntimeError(f"llama.cpp has no logits for batch entry {batch_index}")
         return np.ctypeslib.as_array(ctypes.cast(pointer, ctypes.POINTER(ctypes.c_float)), (self.n_vocab,))
+
+
+def _as_asked(order: dict[State, int], states: Sequence[Sequence[int]], answers: np.ndarray) -> np.ndarray:
+    """Answers numbered by distinct state (`LanguageModel.distinct_states`), one per state asked."""
+    if len(order) == len(states):  # no state asked twice: the answers are in the order asked
+        return answers
+    return answers[[order[tuple(state)] for state in states]]
+
+
+def best_allowed(rows: np.ndarray, banned: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's largest entry that ``banned`` (a mask or ids over the columns) does not mark, and its
+    value (float64); the rows are changed.
+
+    >>> best_allowed(np.array([[0.5, 0.3, 0.2]]), np.array([True, False, False]))
+    (array([1]), array([0.3]))
+    """
+    rows[:, banned] = -np.inf
+    chosen = rows.argmax(axis=1)
+    return chosen, rows[np.arange(len(rows)), chosen].astype(np.float64)
 
 
 Normaliser = tuple[np.float32, np.float32]
