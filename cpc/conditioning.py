@@ -33,7 +33,7 @@ import numpy as np
 from cpc.beam import Beam, ByteBeam, logsumexp
 from cpc.candidates import Analysis, CandidateFinder
 from cpc.lm import State
-from cpc.pretokenize import ends_inside_character, split_tail
+from cpc.pretokenize import chunk_starts, ends_inside_character, split_tail
 from cpc.tokenizer import Tokenizer
 from cpc.window import MAX_PROMPT_TOKENS, fit_window, prompt_window
 
@@ -52,7 +52,8 @@ def stable_tokens(tokenizer: Tokenizer, text: str, max_tokens: int) -> tuple[Sta
     ((87, 284, 659), 8)
     """
     data = text.encode("utf-8")
-    tail_start = len(text[: split_tail(text).start].encode("utf-8"))
+    split = split_tail(text)
+    tail_start = split.byte_start
     pieces = tokenizer.vocab.pieces
     tokens = tokenizer.encode(data)
     ends = np.cumsum(tokenizer.vocab.lengths[tokens])
@@ -60,14 +61,32 @@ def stable_tokens(tokenizer: Tokenizer, text: str, max_tokens: int) -> tuple[Sta
     end = int(ends[count - 1]) if count else 0
     if tokenizer.vocab.decode(tokens[:count]) != data[:end]:
         # The tokenizer did not spell the stable part (a byte it has no
-        # token for, NFKC): token lengths no longer say where the tail
-        # starts, so the stable part is encoded alone.
-        return prompt_window(tokenizer.encode(data[:tail_start]), max_tokens), tail_start
+        # token for, NFKC): token lengths no longer say where the tail starts.
+        return _stable_encoded_alone(tokenizer, text, tokens, split.start, max_tokens)
     # The tail must start on a character boundary (byte-level tokens may not).
     while count and ends_inside_character(data[:end]):
         count -= 1
         end -= len(pieces[tokens[count]])
     return prompt_window(tokens[:count], max_tokens), end
+
+
+def _stable_encoded_alone(
+    tokenizer: Tokenizer, text: str, tokens: list[int], split_start: int, max_tokens: int
+) -> tuple[State, int]:
+    """The stable part encoded alone, for a tokenizer that does not spell it.
+
+    It ends at the latest chunk start at or before the split whose text,
+    encoded alone, begins the whole text's tokens: a tokenizer without the
+    pre-tokenizer's digit groups may take ``"123"`` as one token across the
+    split of ``"\\x1f0123"``. Where no chunk start agrees, the split itself.
+    """
+    for start in chunk_starts(text, split_start):
+        end = len(text[:start].encode("utf-8"))
+        stable = tokenizer.encode(text[:start].encode("utf-8"))
+        if list(tokens[: len(stable)]) == stable:
+            return prompt_window(stable, max_tokens), end
+    end = len(text[:split_start].encode("utf-8"))
+    return prompt_window(tokenizer.encode(text[:split_start].encode("utf-8")), max_tokens), end
 
 
 @dataclass(frozen=True)

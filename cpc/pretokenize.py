@@ -104,6 +104,23 @@ def split_tail(text: str) -> TailSplit:
     return TailSplit(text=text, start=start, last_word=chunks[last])
 
 
+def chunk_starts(text: str, end: int) -> list[int]:
+    """Character offsets where a pre-token chunk starts, at or before ``end``, latest first.
+
+    Only the chunks of `split_tail`'s window are listed: a long text's
+    earlier starts are never wanted.
+
+    >>> chunk_starts("x = 1234", 7)
+    [7, 4, 3, 1, 0]
+    """
+    window_start = _window_start(text)
+    starts, offset = [window_start], window_start
+    for chunk in pretokens(text[window_start:]):
+        offset += len(chunk)
+        starts.append(offset)
+    return [start for start in reversed(starts) if start <= end]
+
+
 def _window_start(text: str) -> int:
     """A chunk boundary at least ``_WINDOW_CHARS`` before the end (or 0).
 
