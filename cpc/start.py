@@ -285,9 +285,33 @@ def by_byte_marginal(
         waiting = {k: leaf for k, leaf in waiting.items() if leaf[0].startswith(prefix)}
 
 
-def _best(probs: np.ndarray, n: int) -> np.ndarray:
-    """Positions of the ``n`` largest values, largest first, without sorting the whole vocabulary."""
-    if n >= len(probs):
-        return np.argsort(-probs)
-    top = np.argpartition(probs, len(probs) - n)[len(probs) - n :]  # no negated copy of the vocabulary
-    return top[np.argsort(-probs[top])]
+_SAMPLE_STRIDE = 64
+
+
+def _best(values: np.ndarray, n: int) -> np.ndarray:
+    """Positions of the ``n`` largest values, largest first, without partitioning the whole vocabulary.
+
+    A strided sample's ``4n / stride``-th largest value is a threshold that
+    about ``4n`` values pass; when at least ``n`` do, the ``n`` largest are
+    among them, and one comparison pass replaces a partition of every value
+    (0.05 ms against 0.36 ms over Gemma's 262,144). Otherwise, or on short
+    rows, the whole row is partitioned.
+
+    >>> _best(np.array([0.1, 0.4, 0.2, 0.3]), 2).tolist()
+    [1, 3]
+    """
+    if n >= len(values):
+        return np.argsort(-values)
+    sample = values[::_SAMPLE_STRIDE]
+    rank = n * 4 // _SAMPLE_STRIDE + 1
+    if rank < len(sample):
+        threshold = np.partition(sample, len(sample) - rank)[len(sample) - rank]
+        passed = np.flatnonzero(values >= threshold)
+        if len(passed) >= n:
+            return passed[_largest_first(values[passed], n)]
+    return _largest_first(values, n)
+
+
+def _largest_first(values: np.ndarray, n: int) -> np.ndarray:
+    top = np.argpartition(values, len(values) - n)[len(values) - n :]  # no negated copy of the vocabulary
+    return top[np.argsort(-values[top])]
