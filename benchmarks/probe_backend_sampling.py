@@ -20,6 +20,10 @@ answer, and the largest difference between the two answers. On a CPU the
 graph's ops share the decode's threads, so the extra decode time is the
 cost; on a GPU it is where the host's passes over the vocabulary go
 (docs/gpu.md).
+
+It also times the host's other way out: the greedy step's normaliser split
+across threads (numpy releases the GIL), read right after each decode as a
+request reads it, against one thread.
 """
 
 from __future__ import annotations
@@ -27,9 +31,11 @@ from __future__ import annotations
 import argparse
 import ctypes
 import json
+import os
 import statistics
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -40,7 +46,7 @@ import numpy as np  # noqa: E402
 
 from cpc.beam import Snapshot  # noqa: E402
 from cpc.engine import Engine  # noqa: E402
-from cpc.lm import LlamaLM, greedy_choice  # noqa: E402
+from cpc.lm import LlamaLM, greedy_choice, log_normaliser  # noqa: E402
 from cpc.models import stderr_progress  # noqa: E402
 
 VARIANTS = ("greedy", "snapshot", "top-k")
@@ -209,7 +215,7 @@ def host_answer(engine: Engine, logits: np.ndarray, variant: str, banned: np.nda
 
     def snapshot() -> np.ndarray:
         made = Snapshot((), logits, index, eos_ids)
-        return np.append(made.probs, made.eos)
+        return np.append(made.in_order(0, len(index)), made.eos)
 
     work = {
         "greedy": lambda: np.array(greedy_choice(logits, banned, scratch)),
@@ -222,6 +228,33 @@ def host_answer(engine: Engine, logits: np.ndarray, variant: str, banned: np.nda
         answer = work()
         times.append((time.perf_counter() - started) * 1000)
     return answer, statistics.median(times)
+
+
+def split_normaliser_ms(lm: LlamaLM, sequence: int, length: int, steps: int, threads: int) -> dict:
+    """Median ms of the greedy normaliser right after a decode, on one thread and split across ``threads``."""
+    scratch = np.empty(lm.n_vocab, dtype=np.float32)
+    bounds = np.linspace(0, lm.n_vocab, threads + 1).astype(int)
+
+    def part(logits: np.ndarray, maximum: np.float32, lo: int, hi: int) -> float:
+        piece = scratch[lo:hi]
+        np.subtract(logits[lo:hi], maximum, out=piece)
+        return float(np.exp(piece, out=piece).sum(dtype=np.float64))
+
+    times: dict[str, list[float]] = {"one_thread_ms": [], "split_ms": []}
+    with ThreadPoolExecutor(threads) as pool:
+        for step in range(steps):
+            for way in times:
+                decode_after(lm, sequence, length, 1000 + step)
+                logits = lm._logits(0)
+                started = time.perf_counter()
+                maximum = logits.max()
+                if way == "split_ms":
+                    parts = [pool.submit(part, logits, maximum, lo, hi) for lo, hi in zip(bounds[:-1], bounds[1:])]
+                    sum(future.result() for future in parts)
+                else:
+                    log_normaliser(logits, scratch, maximum)
+                times[way].append((time.perf_counter() - started) * 1000)
+    return {"threads": threads, **{way: statistics.median(values) for way, values in times.items()}}
 
 
 def difference(device: np.ndarray, host: np.ndarray, variant: str) -> float:
@@ -262,6 +295,7 @@ def probe(engine: Engine, steps: int) -> dict:
             "largest_difference": difference(device, host, variant),
         }
         stderr_progress(f"variant {variant}", (number + 1) / len(VARIANTS))
+    result["host_split"] = split_normaliser_ms(lm, sequence, len(state), steps, min(8, os.cpu_count() or 1))
     return result
 
 
@@ -278,6 +312,9 @@ def main() -> int:
     print(f"{'variant':10} {'decode+ ms':>10} {'host ms':>8} {'largest difference':>19}")
     for variant, row in result["variants"].items():
         print(f"{variant:10} {row['extra_decode_ms']:10.2f} {row['host_ms']:8.3f} {row['largest_difference']:19.3g}")
+    split = result["host_split"]
+    print(f"greedy normaliser after a decode: {split['one_thread_ms']:.3f} ms on one thread, "
+          f"{split['split_ms']:.3f} ms split across {split['threads']}")
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2))
     return 0

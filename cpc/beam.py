@@ -9,7 +9,7 @@ prefix's probability is the sum of the weights (Vieira et al. 2024, "From
 Language Models over Tokens to Language Models over Characters").
 
 - A `Snapshot` is the model's next-token distribution after one token
-  prefix, laid out in the prefix index's byte order: the tokens of a trie
+  prefix, read in the prefix index's byte order: the tokens of a trie
   node (every token starting with some bytes) are one contiguous range, so
   its mass is one numpy sum over it, and all its children's masses one
   ``np.add.reduceat`` over the same range. No per-token objects, no DFS.
@@ -59,61 +59,88 @@ one just committed) cover exactly the bytes ``covered``?"""
 
 
 class Snapshot:
-    """The model's next-token distribution after ``tokens``, in index order.
+    """The model's next-token distribution after ``tokens``: by token id, and by prefix-index range.
 
     Only text tokens and end-of-text are kept: control tokens that never
-    produce bytes are dropped and the rest renormalised, so the byte model
-    is a proper distribution. No per-token objects. It normalises itself, so
-    it is made from the model's unnormalised scores (`LanguageModel.next_scores`):
-    no log-softmax runs before it.
+    produce bytes get probability zero and the rest is renormalised, so the
+    byte model is a proper distribution. No per-token objects. It normalises
+    itself, so it is made from the model's unnormalised scores
+    (`LanguageModel.next_scores`): no log-softmax runs before it.
 
     A snapshot is made for every state the model evaluates, so it is kept
-    cheap: the probabilities are taken and kept at the precision of the
-    model's rows (llama.cpp's are float32: their own rounding is as large as
-    that of a float32 exponential; a float64 row, as the exactness tests' toy
-    models give, stays float64) and always summed in float64. Masses are
-    summed over the ranges asked, never through prefix sums: a prefix sum
-    costs a pass over the whole vocabulary per snapshot, while the beam
-    mostly asks for narrow ranges, and a difference of two prefix sums loses
-    the tiny masses.
+    cheap:
+    - the probabilities are taken and kept at the precision of the model's
+      rows (llama.cpp's are float32: their own rounding is as large as that
+      of a float32 exponential; a float64 row, as the exactness tests' toy
+      models give, stays float64) and always summed in float64;
+    - they are kept by token id, as the model gives them, and laid out in
+      the prefix index's order only where a range is asked for. Most
+      snapshots are asked for a few narrow ranges, and a gather of the
+      whole vocabulary into that order is a random-access pass. Once the
+      ranges asked for add up to a quarter of the vocabulary, the whole
+      order is laid out once and kept.
+    Masses are summed over the ranges asked, never through prefix sums: a
+    prefix sum costs a pass over the whole vocabulary per snapshot, and a
+    difference of two prefix sums loses the tiny masses.
     """
 
-    __slots__ = ("tokens", "probs", "eos")
+    __slots__ = ("tokens", "by_token", "eos", "_order", "_in_order", "_gathered", "_text_mass")
 
     def __init__(self, tokens: State, scores: np.ndarray, index: PrefixIndex, eos_ids: np.ndarray):
         row = np.asarray(scores)
-        if row.dtype != np.float32:
-            row = row.astype(np.float64)
-        text = row[index.order]
+        by_token = row.astype(np.float32 if row.dtype == np.float32 else np.float64)  # a fresh copy, worked in place
         eos = row[eos_ids].astype(np.float64)
-        top = max(float(text.max()), float(eos.max())) if len(eos) else float(text.max())
-        text -= row.dtype.type(top)  # ``text`` is a fresh gather: shifted and exponentiated in place
-        probs = np.exp(text, out=text)
+        by_token[index.outside] = -np.inf
+        top = max(float(by_token.max()), float(eos.max())) if len(eos) else float(by_token.max())
+        by_token -= by_token.dtype.type(top)
+        np.exp(by_token, out=by_token)
         eos_mass = float(np.exp(eos - top).sum())
-        total = float(probs.sum(dtype=np.float64)) + eos_mass
-        probs /= total
+        text_mass = float(by_token.sum(dtype=np.float64))
+        total = text_mass + eos_mass
+        by_token /= total
         self.tokens = tokens
-        self.probs = probs
-        """``probs[k]``: probability of the token at sorted position ``k``."""
+        self.by_token = by_token
+        """``by_token[t]``: probability of token ``t`` (zero for control tokens and EOS)."""
         self.eos = eos_mass / total
         """Probability that the text ends here."""
+        self._text_mass = text_mass / total
+        self._order = index.order
+        self._in_order: np.ndarray | None = None
+        self._gathered = 0
+
+    def of(self, tokens: np.ndarray | int) -> np.ndarray | float:
+        """The probability of a token, or of each of an array of tokens."""
+        return self.by_token[tokens]
+
+    def in_order(self, lo: int, hi: int) -> np.ndarray:
+        """The probabilities of the tokens at sorted positions ``[lo, hi)``, in that order."""
+        if self._in_order is None and self._gathered + hi - lo > len(self._order) // 4:
+            self._in_order = self.by_token[self._order]
+        if self._in_order is not None:
+            return self._in_order[lo:hi]
+        self._gathered += hi - lo
+        return self.by_token[self._order[lo:hi]]
 
     def mass(self, lo: int, hi: int) -> float:
         """Probability that the next token lies in sorted positions ``[lo, hi)``."""
-        return float(self.probs[lo:hi].sum(dtype=np.float64))
+        if lo == 0 and hi == len(self._order):
+            return self._text_mass
+        return float(self.in_order(lo, hi).sum(dtype=np.float64))
 
     def masses(self, bounds: np.ndarray) -> np.ndarray:
         """Masses of the consecutive ranges ``[bounds[k], bounds[k + 1])``, in one pass over them.
 
-        >>> snapshot = Snapshot.__new__(Snapshot); snapshot.probs = np.array([0.5, 0.25, 0.125, 0.125])
-        >>> snapshot.masses(np.array([0, 1, 1, 4])).tolist()
-        [0.5, 0.0, 0.5]
+        >>> from cpc.vocab import Vocabulary
+        >>> index = PrefixIndex(Vocabulary.from_cl100k())
+        >>> snapshot = Snapshot((), np.zeros(len(index.vocab)), index, np.array([], dtype=np.int64))
+        >>> [round(float(m) * len(index), 6) for m in snapshot.masses(np.array([0, 1, 1, 4]))]
+        [1.0, 0.0, 3.0]
         """
         result = np.zeros(len(bounds) - 1)
         filled = bounds[1:] > bounds[:-1]  # reduceat would give an empty range its first element
         if filled.any():
             result[filled] = np.add.reduceat(
-                self.probs[bounds[0] : bounds[-1]], bounds[:-1][filled] - bounds[0], dtype=np.float64
+                self.in_order(bounds[0], bounds[-1]), bounds[:-1][filled] - bounds[0], dtype=np.float64
             )
         return result
 
@@ -125,7 +152,8 @@ class SnapshotCache:
         self.lm = lm
         self.index = index
         self._eos_ids = np.asarray(sorted(lm.vocab.eos_ids), dtype=np.int64)
-        per_snapshot = (len(index) + 1) * 4  # float32, as llama.cpp's rows
+        per_snapshot = (len(index.vocab) + 1) * 4  # float32, as llama.cpp's rows (a snapshot laid out in
+        # index order holds a second copy: few are)
         self.capacity = max(8, budget_bytes // per_snapshot)
         self._cache: OrderedDict[State, Snapshot] = OrderedDict()
 
@@ -399,9 +427,8 @@ class ByteBeam:
         self, candidate: Candidate, node: Node, committed: State, covered: bytes, allows: CommitFilter | None
     ) -> Iterator[tuple[int, float]]:
         """The tokens the candidate may commit (its open bytes exactly), with their probability."""
-        for position in range(node.lo, node.exact_end):
-            probability = float(candidate.snapshot.probs[position])
-            token = int(self.index.order[position])
+        probabilities = candidate.snapshot.in_order(node.lo, node.exact_end).tolist()
+        for token, probability in zip(self.index.order[node.lo : node.exact_end].tolist(), probabilities):
             if probability > 0 and (allows is None or allows((*committed, token), covered)):
                 yield token, probability
 

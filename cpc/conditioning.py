@@ -166,10 +166,9 @@ class Conditioner:
         # Only split points after a candidate's committed tokens become paths: the others are not
         # validated, and never cost a model call to rank their tokens (the beam pruned their context).
         reached = {c.tokens[len(lm_start) :]: c.snapshot for c in beam.candidates}
-        position = self.beam.index.position
 
         def likelihood(tail_tokens: tuple[int, ...], token_ids: np.ndarray) -> np.ndarray:
-            return reached[tail_tokens].probs[position[token_ids]]
+            return reached[tail_tokens].of(token_ids)
 
         analysis = self.finder.analyze(
             text, start=len(data[:anchor].decode("utf-8")), rank=likelihood, limit=self.max_validated,
@@ -227,7 +226,6 @@ class Conditioner:
         choice changes no result.
         """
         snapshots = self.beam.snapshots
-        position = self.beam.index.position
         text = tail.decode("utf-8", "ignore")
         ends = sorted({len(text[:k].encode("utf-8")) for k in range(1, len(text) + 1)})[-_PREFETCH_LIMIT:]
         wanted = {tokens[:depth] for end in ends for tokens in [self._canonical(tail[:end])]
@@ -239,7 +237,7 @@ class Conditioner:
             for tokens in wanted:
                 if len(tokens) == depth and tokens[:-1] in known:
                     snapshot, before = known[tokens[:-1]]
-                    reach[tokens] = before * float(snapshot.probs[position[tokens[-1]]])
+                    reach[tokens] = before * float(snapshot.of(tokens[-1]))
             best = max([best, *reach.values()])
             fetch = [tokens for tokens, probability in reach.items() if probability >= self.beam.threshold * best > 0]
             for tokens, snapshot in zip(fetch, snapshots.get_many([start + tokens for tokens in fetch])):
@@ -248,7 +246,6 @@ class Conditioner:
     def _paths(self, beam: Beam, analysis: Analysis, data: bytes, anchor: int) -> list[CoveringPath]:
         """Each beam candidate's validated last tokens, with their path probability."""
         points = {len(point.before) - anchor: point for point in analysis.positions}
-        position = self.beam.index.position
         pieces = self.tokenizer.vocab.pieces
         tail_length = len(data) - anchor
         start_length = len(beam.start)
@@ -257,7 +254,7 @@ class Conditioner:
             point = points.get(tail_length - len(candidate.open))
             if point is None or point.tail_tokens != candidate.tokens[start_length:]:
                 continue
-            probs = candidate.snapshot.probs[position[point.token_ids]]
+            probs = candidate.snapshot.of(point.token_ids)
             for token, probability in zip(point.token_ids.tolist(), probs.tolist()):
                 if probability > 0:
                     paths.append(
@@ -274,6 +271,5 @@ class Conditioner:
         """The canonical tokenization of the tail, weighed token by token (one batched call)."""
         tokens = self._canonical(tail)
         snapshots = self.beam.snapshots.get_many([start + tokens[:k] for k in range(len(tokens))])
-        position = self.beam.index.position
-        logprob = sum(math.log(s.probs[position[t]]) for s, t in zip(snapshots, tokens))
+        logprob = sum(math.log(s.of(t)) for s, t in zip(snapshots, tokens))
         return CoveringPath(start + tokens, logprob, b"")

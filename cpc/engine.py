@@ -156,12 +156,11 @@ class Engine:
         direct = float(self.lm.token_logprobs(start + canonical).sum())
         beam = self.beam.read(start, data, pin=canonical, progress=progress)
         pinned = beam.pinned
-        last = self.index.position[canonical[-1]]
         return Score(
             bytes=len(data),
             tokens=len(canonical),
             logprob_bytes=beam.logprob,
-            logprob_canonical=pinned.log_committed + math.log(pinned.snapshot.probs[last]),
+            logprob_canonical=pinned.log_committed + math.log(pinned.snapshot.of(canonical[-1])),
             logprob_canonical_direct=direct,
             elapsed_ms=(time.perf_counter() - started) * 1000,
             lm_calls=self.lm.stats.calls - calls,

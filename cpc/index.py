@@ -65,6 +65,8 @@ class PrefixIndex:
         self.position = np.full(len(vocab), -1, dtype=np.int64)
         """``position[token_id]`` is its sorted position (-1 for special tokens)."""
         self.position[self.order] = np.arange(len(ids))
+        self.outside = np.flatnonzero(self.position < 0)
+        """The token ids that are not text (special tokens, empty pieces): never in a range."""
         self.max_piece_len = max((len(p) for p in self.sorted_pieces), default=0)
         self._nodes: dict[bytes, Node] = {}
 

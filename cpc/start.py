@@ -194,23 +194,26 @@ class _Pairs:
     def _add(self, number: int, snapshot: Snapshot) -> None:
         start, fused, index = self.starts[number], self.fused, self.index
         lo, hi = start.allowed or (0, len(index))
-        probs = snapshot.probs[lo:hi]
-        total = float(probs.sum(dtype=np.float64)) + (snapshot.eos if start.allowed is None else 0.0)
+        total = snapshot.mass(lo, hi) + (snapshot.eos if start.allowed is None else 0.0)
         if total <= 0:
             return
+        # Every token may come first (by id, no layout in index order), or only a healed range.
+        tokens = None if start.allowed is None else index.order[lo:hi]
+        probs = snapshot.by_token if tokens is None else snapshot.in_order(lo, hi)
         bonus = np.zeros(0)
         if fused is None:
             top = _best(probs, self.per_start)
         else:
             # ranked in float32, the precision of the model's own rows
-            bonus = self.rows[number][index.order[lo:hi]]
-            bonus += np.float32(self.start_scores[number])
+            bonus = self.rows[number] if tokens is None else self.rows[number][tokens]
+            bonus = bonus + np.float32(self.start_scores[number])
             with np.errstate(divide="ignore"):
                 score = np.log(probs, dtype=np.float32)
             score += bonus
             top = _best(score, self.per_start)
         choices: list[tuple[float, float, int | None]] = [
-            (float(probs[k]), float(bonus[k]) if len(bonus) else 0.0, int(index.order[lo + k])) for k in top
+            (float(probs[k]), float(bonus[k]) if len(bonus) else 0.0, int(k if tokens is None else tokens[k]))
+            for k in top
         ]
         if start.allowed is None:
             end_bonus = float(self.ends[number]) + self.start_scores[number] if fused is not None else 0.0

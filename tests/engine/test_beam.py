@@ -96,7 +96,7 @@ def test_pin_keeps_the_given_path(toy):
     assert pinned is not None and pinned.tokens[1:] == path[:-1] and pinned.open == b"a"
     exact = sum(lm._row(lm.bos + path[:k])[path[k]] for k in range(len(path)))
     # PAD is renormalised away by the beam, so the beam's path is at least as likely
-    assert pinned.log_committed + math.log(pinned.snapshot.probs[narrow.index.position[path[-1]]]) >= exact
+    assert pinned.log_committed + math.log(pinned.snapshot.of(path[-1])) >= exact
 
 
 def test_one_more_byte_resumes_from_the_cached_beam(toy):
@@ -136,7 +136,7 @@ def test_beam_covers_the_canonical_tokenization(engine, text):
     read = engine.beam.read(engine.lm.bos, data, pin=canonical)
     pinned = read.pinned
     assert pinned.tokens[len(engine.lm.bos) :] == canonical[:-1]
-    path = pinned.log_committed + math.log(pinned.snapshot.probs[engine.index.position[canonical[-1]]])
+    path = pinned.log_committed + math.log(pinned.snapshot.of(canonical[-1]))
     assert read.logprob >= path
 
 
