@@ -8,8 +8,9 @@ logits are, and return a few values per output (`llama_get_sampled_*_ith`).
 This probe attaches such a sampler, a chain of one, to every sequence of a
 `cpc.lm.LlamaLM` and builds, per variant, what a state needs:
 
-- ``greedy``: the likeliest token that is no control token (EOS aside) and
-  its log-probability, for greedy decoding (`cpc.lm.greedy_choice`);
+- ``greedy``: the normaliser of a greedy step, the ops `cpc.lm.LlamaLM`
+  runs for a model on a GPU (`cpc.backend_sampling`); the host takes the
+  argmax and the log-probability from it (against `cpc.lm.greedy_choice`);
 - ``snapshot``: the probabilities in the prefix index's order, renormalised
   over text tokens and EOS, for the beam (`cpc.beam.Snapshot`);
 - ``top-k``: ggml's own ``top_k`` of 64 ids.
@@ -44,6 +45,7 @@ import cpc  # noqa: E402,F401  (llama.cpp's libraries before numpy)
 import llama_cpp  # noqa: E402
 import numpy as np  # noqa: E402
 
+from cpc.backend_sampling import GGML, I64, TENSOR  # noqa: E402
 from cpc.beam import Snapshot  # noqa: E402
 from cpc.engine import Engine  # noqa: E402
 from cpc.lm import LlamaLM, greedy_choice, log_normaliser  # noqa: E402
@@ -59,37 +61,21 @@ class _InitParams(ctypes.Structure):
     _fields_ = [("mem_size", ctypes.c_size_t), ("mem_buffer", ctypes.c_void_p), ("no_alloc", ctypes.c_bool)]
 
 
-class GGML:
-    """The few ggml functions the summaries need, from llama-cpp-python's own libggml-base."""
+class ProbeGGML(GGML):
+    """The product's ggml bindings (`cpc.backend_sampling`), and what the probe's other summaries need."""
 
     def __init__(self) -> None:
-        library = ctypes.CDLL(str(Path(llama_cpp.__file__).parent / "lib" / "libggml-base.so"))
-        tensor, i64 = ctypes.c_void_p, ctypes.c_int64
-        signatures = {
-            "ggml_init": (tensor, _InitParams),
+        super().__init__({
+            "ggml_init": (TENSOR, _InitParams),
             "ggml_tensor_overhead": (ctypes.c_size_t,),
-            "ggml_new_tensor_1d": (tensor, tensor, ctypes.c_int, i64),
-            "ggml_backend_alloc_ctx_tensors_from_buft": (tensor, tensor, tensor),
-            "ggml_backend_tensor_set": (None, tensor, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_size_t),
-            "ggml_nelements": (i64, tensor),
-            "ggml_reshape_1d": (tensor, tensor, tensor, i64),
-            "ggml_reshape_2d": (tensor, tensor, tensor, i64, i64),
-            "ggml_soft_max": (tensor, tensor, tensor),
-            "ggml_get_rows": (tensor, tensor, tensor, tensor),
-            "ggml_sum": (tensor, tensor, tensor),
-            "ggml_add": (tensor, tensor, tensor, tensor),
-            "ggml_sub": (tensor, tensor, tensor, tensor),
-            "ggml_div": (tensor, tensor, tensor, tensor),
-            "ggml_exp": (tensor, tensor, tensor),
-            "ggml_log": (tensor, tensor, tensor),
-            "ggml_argmax": (tensor, tensor, tensor),
-            "ggml_top_k": (tensor, tensor, tensor, ctypes.c_int),
-            "ggml_concat": (tensor, tensor, tensor, tensor, ctypes.c_int),
-        }
-        for name, (result, *arguments) in signatures.items():
-            function = getattr(library, name)
-            function.restype, function.argtypes = result, list(arguments)
-            setattr(self, name.removeprefix("ggml_"), function)
+            "ggml_new_tensor_1d": (TENSOR, TENSOR, ctypes.c_int, I64),
+            "ggml_backend_alloc_ctx_tensors_from_buft": (TENSOR, TENSOR, TENSOR),
+            "ggml_backend_tensor_set": (None, TENSOR, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_size_t),
+            "ggml_soft_max": (TENSOR, TENSOR, TENSOR),
+            "ggml_add": (TENSOR, TENSOR, TENSOR, TENSOR),
+            "ggml_div": (TENSOR, TENSOR, TENSOR, TENSOR),
+            "ggml_top_k": (TENSOR, TENSOR, TENSOR, ctypes.c_int),
+        })
 
     def constants(self, buffer_type: int, arrays: dict[str, np.ndarray]) -> dict[str, int]:
         """Upload arrays (int32 or float32) into tensors of the backend's buffer type, once."""
@@ -107,12 +93,11 @@ class GGML:
 class Summary:
     """A custom backend sampler that writes one variant's ops into the graph."""
 
-    def __init__(self, ggml: GGML, variant: str, order: np.ndarray, eos_ids: np.ndarray, banned: np.ndarray):
+    def __init__(self, ggml: ProbeGGML, variant: str, order: np.ndarray, eos_ids: np.ndarray):
         self.ggml, self.variant = ggml, variant
         self._arrays = {
             "order": np.ascontiguousarray(order, dtype=np.int32),
             "eos": np.ascontiguousarray(eos_ids, dtype=np.int32),
-            "ban": np.where(banned, -np.inf, 0.0).astype(np.float32),
         }
         self._tensors: dict[str, int] = {}
         self.interface = llama_cpp.llama_sampler_i()
@@ -142,18 +127,8 @@ class Summary:
             self._snapshot(context, logits, n, out)
 
     def _greedy(self, context: int, logits: int, n: int, out) -> None:
-        """The allowed argmax's logit, the row's maximum and ``log(sum(exp(logits - maximum)))``."""
-        g = self.ggml
-        as_values = g.reshape_2d(context, logits, 1, n)  # one value per row: get_rows picks values
-        top = g.get_rows(context, as_values, g.argmax(context, g.reshape_2d(context, logits, n, 1)))
-        allowed = g.add(context, logits, self._tensors["ban"]) if n == len(self._arrays["ban"]) else logits
-        chosen = g.argmax(context, g.reshape_2d(context, allowed, n, 1))
-        width = 1024 if n % 1024 == 0 else n
-        blocks = g.reshape_2d(context, logits, width, n // width)  # rows, so that threads share the passes
-        log_sum = g.log(context, g.sum(context, g.exp(context, g.sub(context, blocks, top))))
-        chosen_logit = g.reshape_1d(context, g.get_rows(context, as_values, chosen), 1)
-        out.candidates = chosen
-        out.logits = g.concat(context, g.concat(context, chosen_logit, g.reshape_1d(context, top, 1), 0), log_sum, 0)
+        """The product's ops: the row's maximum and ``log(sum(exp(logits - maximum)))``; the row passes on."""
+        out.probs = self.ggml.normaliser(context, logits)
 
     def _snapshot(self, context: int, logits: int, n: int, out) -> None:
         """Probabilities in index order, then EOS, renormalised over the two."""
@@ -178,18 +153,20 @@ def attach(lm: LlamaLM, summary: Summary | None) -> list:
     return chains
 
 
-def read(lm: LlamaLM, variant: str) -> np.ndarray:
+def read(lm: LlamaLM, variant: str, banned: np.ndarray) -> np.ndarray:
     """The sampled answer of the last decode's one output."""
     ctx = lm._ctx
+    if variant == "greedy":
+        logits = np.ctypeslib.as_array(llama_cpp.llama_get_sampled_logits_ith(ctx, 0), (lm.n_vocab,))
+        maximum, log_sum = np.ctypeslib.as_array(llama_cpp.llama_get_sampled_probs_ith(ctx, 0), (2,))
+        token = int(logits.argmax())
+        return np.array([token if not banned[token] else -1, float((logits[token] - maximum) - log_sum)])
     if variant == "snapshot":
         count = llama_cpp.llama_get_sampled_probs_count_ith(ctx, 0)
         return np.ctypeslib.as_array(llama_cpp.llama_get_sampled_probs_ith(ctx, 0), (count,)).copy()
     count = llama_cpp.llama_get_sampled_candidates_count_ith(ctx, 0)
     ids = np.ctypeslib.as_array(llama_cpp.llama_get_sampled_candidates_ith(ctx, 0), (count,)).copy()
-    if variant == "top-k":
-        return np.sort(ids)
-    chosen, top, log_sum = np.ctypeslib.as_array(llama_cpp.llama_get_sampled_logits_ith(ctx, 0), (3,))
-    return np.array([ids[0], float(chosen) - float(top) - float(log_sum)])
+    return np.sort(ids)
 
 
 def decode_after(lm: LlamaLM, sequence: int, length: int, token: int) -> float:
@@ -268,7 +245,10 @@ def difference(device: np.ndarray, host: np.ndarray, variant: str) -> float:
 
 def probe(engine: Engine, steps: int) -> dict:
     lm = engine.lm
-    ggml = GGML()
+    if lm.backend_greedy:  # a model on a GPU: the probe puts its own samplers on, and times without any
+        lm._greedy_summary.detach(lm._ctx)
+        lm._greedy_summary = None
+    ggml = ProbeGGML()
     prompt = lm.bos + tuple(engine.tokenizer.encode(PROMPT))
     state, last = prompt[:-1], prompt[-1]
     eos_ids = np.asarray(sorted(engine.vocab.eos_ids))
@@ -283,9 +263,9 @@ def probe(engine: Engine, steps: int) -> dict:
     result = {"model": engine.vocab.name, "vocabulary": int(lm.n_vocab), "step_ms_without": plain, "variants": {}}
     for number, variant in enumerate(VARIANTS):
         host, host_ms = host_answer(engine, logits, variant, banned)
-        chains = attach(lm, Summary(ggml, variant, engine.conditioner.beam.index.order, eos_ids, banned))
+        chains = attach(lm, Summary(ggml, variant, engine.conditioner.beam.index.order, eos_ids))
         decode_after(lm, sequence, len(state), last)
-        device = read(lm, variant)
+        device = read(lm, variant, banned)
         with_sampler = step_ms(lm, sequence, len(state), steps)
         attach(lm, None)
         for chain in chains:

@@ -219,6 +219,7 @@ def _bench(args: argparse.Namespace) -> int:
     if args.json:
         placement = engine.model.placement
         result["placement"] = placement.as_json() if placement is not None else None
+        result["greedy_in_graph"] = getattr(engine.lm, "backend_greedy", False)
         Path(args.json).write_text(json.dumps(result, indent=2))
     if args.plot:
         quality.plot(result, args.plot)

@@ -54,6 +54,7 @@ from dataclasses import dataclass
 import llama_cpp
 import numpy as np
 
+from cpc.backend_sampling import GreedySummary
 from cpc.gguf import GGUFModel, llama_log, llama_reason
 from cpc.models import ModelError
 from cpc.vocab import Vocabulary, common_prefix
@@ -95,6 +96,8 @@ class LMStats:
     """States answered."""
     prefilled: int = 0
     """Tokens read ahead by `LlamaLM.prefill` (warming the cache)."""
+    summarised: int = 0
+    """Greedy steps whose normaliser came from the model's graph (`LlamaLM.backend_greedy`)."""
 
 
 class Cancelled(Exception):
@@ -248,11 +251,15 @@ class LlamaLM(LanguageModel):
         n_batch: int = 512,
         threads: int | None = None,
         states_per_decode: int | None = None,
+        backend_greedy: bool | None = None,
     ) -> None:
         """``n_ctx`` tokens per sequence, ``n_seq`` sequences kept in the KV cache.
 
         ``states_per_decode`` (default ``n_seq``) caps how many states share
         one ``llama_decode``; 1 evaluates one sequence per call.
+        ``backend_greedy`` computes a greedy step's normaliser in the model's
+        graph (`cpc.backend_sampling`); by default, when the model's layers
+        are on a GPU.
         """
         self.model = model
         self.vocab = vocab
@@ -271,6 +278,10 @@ class LlamaLM(LanguageModel):
         params.kv_unified = False  # one stream per sequence: exact results (see the module docstring)
         params.swa_full = True  # sliding-window layers keep every position, so any prefix can be reused
         params.no_perf = True
+        if backend_greedy is None:
+            backend_greedy = model.placement is not None and model.placement.offloaded > 0
+        if backend_greedy:
+            params.n_outputs_max_per_seq = 0  # any number of outputs per sequence (token_logprobs asks 64)
         _check_context_fits(model, n_ctx, n_seq)
         with llama_log() as errors:
             self._ctx = llama_cpp.llama_init_from_model(model.handle, params)
@@ -280,6 +291,7 @@ class LlamaLM(LanguageModel):
                 f"{model.path.name} ({llama_reason(errors)}) -- lower the `contextSize` setting"
             )
         self._memory = llama_cpp.llama_get_memory(self._ctx)
+        self._greedy_summary = GreedySummary.on(self._ctx, n_seq) if backend_greedy else None
         self._batch = llama_cpp.llama_batch_init(n_batch, 0, 1)
         self._abort_flag = ctypes.create_string_buffer(2)
         llama_cpp.llama_set_abort_callback(self._ctx, _ABORT_WHEN_SET, ctypes.cast(self._abort_flag, ctypes.c_void_p))
@@ -296,6 +308,8 @@ class LlamaLM(LanguageModel):
             llama_cpp.llama_batch_free(self._batch)
             self._batch = None
         if getattr(self, "_ctx", None):
+            if getattr(self, "_greedy_summary", None) is not None:
+                self._greedy_summary.detach(self._ctx)
             llama_cpp.llama_free(self._ctx)
             self._ctx = None
 
@@ -323,13 +337,25 @@ class LlamaLM(LanguageModel):
     def next_scores(self, states: Sequence[Sequence[int]]) -> np.ndarray:
         return self._rows(states, np.copyto)  # llama.cpp's logits as they are: one copy, no pass
 
+    @property
+    def backend_greedy(self) -> bool:
+        """Whether a greedy step's normaliser is computed in the model's graph (`cpc.backend_sampling`)."""
+        return self._greedy_summary is not None
+
     def greedy_next(self, states: Sequence[Sequence[int]], banned: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         tokens = np.empty(len(states), dtype=np.int64)
         logprobs = np.empty(len(states))
         scratch = np.empty(self.n_vocab, dtype=np.float32)
 
-        def choose(number: int, logits: np.ndarray) -> None:
-            tokens[number], logprobs[number] = greedy_choice(logits, banned, scratch)
+        def choose(number: int, batch_index: int) -> None:
+            logits = self._logits(batch_index)
+            normaliser = self._backend_normaliser(batch_index, logits)
+            token = int(logits.argmax()) if normaliser is not None else -1
+            if normaliser is None or banned[token] or logits[token] != normaliser[0]:
+                tokens[number], logprobs[number] = greedy_choice(logits, banned, scratch)  # the host's own path
+            else:
+                tokens[number], logprobs[number] = token, logprob_of(logits, token, normaliser)
+                self.stats.summarised += 1
 
         order = self._answer(states, choose)
         return _as_asked(order, states, tokens), _as_asked(order, states, logprobs)
@@ -337,12 +363,20 @@ class LlamaLM(LanguageModel):
     def _rows(self, states: Sequence[Sequence[int]], write: Callable[[np.ndarray, np.ndarray], object]) -> np.ndarray:
         """One row per state: ``write(row, logits)`` makes it from llama.cpp's logits."""
         rows = np.empty((len(states), self.n_vocab), dtype=np.float32)
-        order = self._answer(states, lambda number, logits: write(rows[number], logits))
+        order = self._answer(states, lambda number, batch_index: write(rows[number], self._logits(batch_index)))
         return _as_asked(order, states, rows)
 
-    def _answer(self, states: Sequence[Sequence[int]], take: Callable[[int, np.ndarray], None]) -> dict[State, int]:
-        """Evaluate each distinct state once and hand its logits to ``take(number, logits)`` (valid
-        until the next decode); returns the states' numbers."""
+    def _backend_normaliser(self, batch_index: int, logits: np.ndarray) -> Normaliser | None:
+        """The greedy summary's normaliser of a batch entry (None without one, or when it cannot be
+        right: a log-sum outside ``[0, log(vocabulary)]``)."""
+        if not self.backend_greedy:
+            return None
+        maximum, log_sum = np.ctypeslib.as_array(llama_cpp.llama_get_sampled_probs_ith(self._ctx, batch_index), (2,))
+        return (maximum, log_sum) if 0.0 <= log_sum <= math.log(len(logits)) + 1e-3 else None
+
+    def _answer(self, states: Sequence[Sequence[int]], take: Callable[[int, int], None]) -> dict[State, int]:
+        """Evaluate each distinct state once and call ``take(number, batch_index)`` right after the
+        decode that made its logits (`_logits`); returns the states' numbers."""
         unique = self.distinct_states(states)
         self.check_interrupt()
         order = list(unique)
@@ -350,7 +384,7 @@ class LlamaLM(LanguageModel):
         self.stats.states += len(order)
         step = self.states_per_decode
         for start in range(0, len(order), step):
-            self._evaluate(order[start : start + step], lambda number, logits, first=start: take(first + number, logits))
+            self._evaluate(order[start : start + step], lambda number, batch_index, first=start: take(first + number, batch_index))
         return unique
 
     def cached_length(self, state: Sequence[int]) -> int:
@@ -394,9 +428,9 @@ class LlamaLM(LanguageModel):
             self._slots[0] = tokens[: positions.stop]
         return result
 
-    def _evaluate(self, states: list[State], take: Callable[[int, np.ndarray], None] | None) -> None:
-        """Hand the logits after every state (at most ``n_seq``) to ``take(number, logits)``, right after
-        the decode that made them (None: read the states, no logits).
+    def _evaluate(self, states: list[State], take: Callable[[int, int], None] | None) -> None:
+        """Call ``take(number, batch_index)`` for every state (at most ``n_seq``) right after the decode
+        that made its logits (None: read the states, no logits).
 
         Long work goes in chunks of `PREFILL_CHUNK`: between them the
         interrupt is polled, and each slot records what it holds so far, so
@@ -430,7 +464,7 @@ class LlamaLM(LanguageModel):
             reached: dict[int, int] = {}
             for batch_index, (_, pos, seq, state) in enumerate(chunk):
                 if state >= 0:
-                    take(state, self._logits(batch_index))
+                    take(state, batch_index)
                 reached[seq] = pos + 1
             for seq, length in reached.items():  # what each slot holds now, once per chunk
                 self._slots[seq] = arrays[owner[seq]][:length]
@@ -550,8 +584,10 @@ class LlamaLM(LanguageModel):
             )
 
     def _logits(self, batch_index: int) -> np.ndarray:
-        """The logits of a batch entry, in llama.cpp's buffer (a view, valid until the next decode)."""
-        pointer = llama_cpp.llama_get_logits_ith(self._ctx, batch_index)
+        """The logits of a batch entry, in llama.cpp's buffer (a view, valid until the next decode); with
+        the greedy summary on the backend, the row it passed on."""
+        read = llama_cpp.llama_get_sampled_logits_ith if self.backend_greedy else llama_cpp.llama_get_logits_ith
+        pointer = read(self._ctx, batch_index)
         if not pointer:
             raise RuntimeError(f"llama.cpp has no logits for batch entry {batch_index}")
         return np.ctypeslib.as_array(ctypes.cast(pointer, ctypes.POINTER(ctypes.c_float)), (self.n_vocab,))

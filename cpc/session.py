@@ -195,8 +195,12 @@ class CompletionSession:
         if engine.model.placement is None:
             url = getattr(engine.lm, "url", "a server")
             return {"backend": "server", "device": url, "offloadedLayers": None, "layers": None,
-                    "gpuBuild": None, "text": f"the model server at {url}"}
-        return engine.model.placement.as_json()
+                    "gpuBuild": None, "greedyInGraph": None, "text": f"the model server at {url}"}
+        placement = engine.model.placement.as_json()
+        placement["greedyInGraph"] = engine.lm.backend_greedy  # `cpc.backend_sampling`
+        if engine.lm.backend_greedy:
+            placement["text"] += "; greedy steps normalised there"
+        return placement
 
     def load(self, settings: EngineSettings, progress: Progress | None = None) -> None:
         """Load the engine unless it is loaded with these settings already.

@@ -104,6 +104,32 @@ def test_scores_and_greedy_steps_answer_what_the_rows_would(engine):
         assert tokens[0] == tokens[2] and not banned[tokens].any()
 
 
+def test_a_greedy_step_normalised_in_the_graph_answers_as_the_host_does(engine):
+    """With the greedy summary on the backend (`cpc.backend_sampling`, here on the CPU backend), a greedy
+    step takes its normaliser from the graph and answers the host's token and log-probability (to
+    float32 rounding), and every other call reads the same rows as without it. Both models get the
+    same calls (llama.cpp's sums depend on the batch's shape). The states end at different lengths,
+    so one call's outputs span several micro-batches; the second state bans its likeliest token
+    (the host's masked path)."""
+    def fresh(backend_greedy: bool) -> LlamaLM:
+        return LlamaLM(engine.model, engine.vocab, n_seq=4, n_ctx=512, backend_greedy=backend_greedy)
+
+    host, graph = fresh(False), fresh(True)
+    assert graph.backend_greedy and not host.backend_greedy
+    text = engine.tokenizer.encode(b"import os\nimport sys\n\n\ndef main(argv):\n    for name in os.listdir(argv[1]):\n")
+    states = [host.bos + tuple(text[:length]) for length in (5, 9, 13, 30)]
+    banned = engine.vocab.special.copy()
+    banned[int(fresh(False).next_logprobs(states)[1].argmax())] = True
+    for _ in ("cold", "warm"):
+        expected, got = host.greedy_next(states, banned), graph.greedy_next(states, banned)
+        np.testing.assert_array_equal(got[0], expected[0])
+        np.testing.assert_allclose(got[1], expected[1], rtol=0, atol=1e-6)
+    assert graph.stats.summarised == 2 * (len(states) - 1)  # all but the banned state's, from the graph
+    np.testing.assert_array_equal(graph.next_logprobs(states), host.next_logprobs(states))
+    np.testing.assert_array_equal(graph.next_scores(states), host.next_scores(states))
+    np.testing.assert_array_equal(graph.token_logprobs(states[-1]), host.token_logprobs(states[-1]))
+
+
 def test_states_that_do_not_fit_are_refused(smollm2):
     lm = LlamaLM(smollm2.model, smollm2.vocab, n_seq=1, n_ctx=16)
     with pytest.raises(ValueError, match="does not fit"):

@@ -152,6 +152,7 @@ async def test_initialize_advertises_inline_completion_and_reports_loading(clien
     # where the model runs, from llama.cpp's own load report: this machine's build has no GPU support
     placement = client.status_notifications[-1].placement
     assert (placement.backend, placement.offloadedLayers, placement.layers, placement.gpuBuild) == ("CPU", 0, 19, False)
+    assert placement.greedyInGraph is False  # on the CPU the greedy step's pass stays on the host
     assert any(f"on {placement.text}" in message.message for message in client.log_messages)
 
 
