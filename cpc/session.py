@@ -187,8 +187,9 @@ class CompletionSession:
         self.max_document_bytes = max_bytes
 
     def placement(self) -> dict[str, Any] | None:
-        """Where the model runs: llama.cpp's backend and device and the layers offloaded there
-        (`cpc.gguf.Placement`), or the server's address for a shared one; None before a load."""
+        """Where the model runs: llama.cpp's backend and device, the layers offloaded there
+        (`cpc.gguf.Placement`) and whether greedy steps are normalised there (`greedyInGraph`), or
+        the server's address for a shared one; None before a load."""
         engine = self.engine
         if engine is None:
             return None

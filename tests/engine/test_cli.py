@@ -136,6 +136,7 @@ def test_bench_json_contract_and_plot(tmp_path):
     payload = json.loads(out.read_text())
     assert payload["model"].endswith(".gguf") and set(payload["results"]) == {"naive", "cpc"}
     assert payload["placement"]["backend"] == "CPU"  # where the figures were measured: --gpu-layers 0
+    assert payload["greedy_in_graph"] is False  # and the greedy step's pass ran on the host
     for by_kind in payload["results"].values():
         assert set(by_kind) == {"boundary", "inside"}
         for row in by_kind.values():
