@@ -369,9 +369,10 @@ class LlamaLM(LanguageModel):
     def _backend_normaliser(self, batch_index: int, logits: np.ndarray) -> Normaliser | None:
         """The greedy summary's normaliser of a batch entry (None without one, or when it cannot be
         right: a log-sum outside ``[0, log(vocabulary)]``)."""
-        if not self.backend_greedy:
+        pointer = llama_cpp.llama_get_sampled_probs_ith(self._ctx, batch_index) if self.backend_greedy else None
+        if not pointer:
             return None
-        maximum, log_sum = np.ctypeslib.as_array(llama_cpp.llama_get_sampled_probs_ith(self._ctx, batch_index), (2,))
+        maximum, log_sum = np.ctypeslib.as_array(pointer, (2,))
         return (maximum, log_sum) if 0.0 <= log_sum <= math.log(len(logits)) + 1e-3 else None
 
     def _answer(self, states: Sequence[Sequence[int]], take: Callable[[int, int], None]) -> dict[State, int]:
