@@ -81,12 +81,12 @@ def _stable_encoded_alone(
     split of ``"\\x1f0123"``. Where no chunk start agrees, the split itself.
     """
     for start in chunk_starts(text, split_start):
-        end = len(text[:start].encode("utf-8"))
-        stable = tokenizer.encode(text[:start].encode("utf-8"))
+        prefix = text[:start].encode("utf-8")
+        stable = tokenizer.encode(prefix)
         if list(tokens[: len(stable)]) == stable:
-            return prompt_window(stable, max_tokens), end
-    end = len(text[:split_start].encode("utf-8"))
-    return prompt_window(tokenizer.encode(text[:split_start].encode("utf-8")), max_tokens), end
+            return prompt_window(stable, max_tokens), len(prefix)
+    prefix = text[:split_start].encode("utf-8")
+    return prompt_window(tokenizer.encode(prefix), max_tokens), len(prefix)
 
 
 @dataclass(frozen=True)
