@@ -45,7 +45,7 @@ import cpc  # noqa: E402,F401  (llama.cpp's libraries before numpy)
 import llama_cpp  # noqa: E402
 import numpy as np  # noqa: E402
 
-from cpc.backend_sampling import GGML, I64, TENSOR  # noqa: E402
+from cpc.backend_sampling import GGML, I64, TENSOR, attach, detach  # noqa: E402
 from cpc.beam import Snapshot  # noqa: E402
 from cpc.engine import Engine  # noqa: E402
 from cpc.lm import LlamaLM, greedy_choice, log_normaliser  # noqa: E402
@@ -138,19 +138,6 @@ class Summary:
         eos = g.sum(context, g.get_rows(context, probs, tensors["eos"]))
         total = g.add(context, g.sum(context, text), eos)
         out.probs = g.concat(context, g.div(context, text, total), g.div(context, eos, total), 0)
-
-
-def attach(lm: LlamaLM, summary: Summary | None) -> list:
-    """Put the summary on every sequence (None: take the samplers off); returns the chains to free."""
-    chains = []
-    for sequence in range(lm.n_seq):
-        chain = None
-        if summary is not None:
-            chain = llama_cpp.llama_sampler_chain_init(llama_cpp.llama_sampler_chain_default_params())
-            llama_cpp.llama_sampler_chain_add(chain, llama_cpp.llama_sampler_init(ctypes.byref(summary.interface), None))
-            chains.append(chain)
-        llama_cpp.llama_set_sampler(lm._ctx, sequence, chain)
-    return chains
 
 
 def read(lm: LlamaLM, variant: str, banned: np.ndarray) -> np.ndarray:
@@ -263,13 +250,12 @@ def probe(engine: Engine, steps: int) -> dict:
     result = {"model": engine.vocab.name, "vocabulary": int(lm.n_vocab), "step_ms_without": plain, "variants": {}}
     for number, variant in enumerate(VARIANTS):
         host, host_ms = host_answer(engine, logits, variant, banned)
-        chains = attach(lm, Summary(ggml, variant, engine.conditioner.beam.index.order, eos_ids))
+        summary = Summary(ggml, variant, engine.conditioner.beam.index.order, eos_ids)  # kept: its callbacks
+        chains = attach(lm._ctx, summary.interface, lm.n_seq)
         decode_after(lm, sequence, len(state), last)
         device = read(lm, variant, banned)
         with_sampler = step_ms(lm, sequence, len(state), steps)
-        attach(lm, None)
-        for chain in chains:
-            llama_cpp.llama_sampler_free(chain)
+        detach(lm._ctx, chains)
         result["variants"][variant] = {
             "step_ms_with": with_sampler, "extra_decode_ms": with_sampler - plain, "host_ms": host_ms,
             "largest_difference": difference(device, host, variant),

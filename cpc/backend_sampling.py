@@ -8,9 +8,9 @@ each row, as its two "probabilities", the row's maximum and
 step. The host still finds the argmax (a pass with no arithmetic, a
 seventh of the normaliser's): llama.cpp 0.3.36 hands back another
 output's values for a sampled token id once a call's outputs span
-several micro-batches, so no id is taken from the graph. It hands the row on unchanged as its
-sampled logits, so callers that need whole rows read them as before
-(`llama_get_sampled_logits_ith`). With every output sampled, llama.cpp
+several micro-batches, so no id is taken from the graph. The summary
+hands the row on unchanged as its sampled logits, so callers that need
+whole rows read them as before (`llama_get_sampled_logits_ith`). With every output sampled, llama.cpp
 copies no raw logits (`needs_raw_logits`), so nothing is copied twice.
 
 On a CPU the ops share the decode's threads and cost more than numpy's
@@ -100,18 +100,32 @@ class GreedySummary:
         return summary
 
     def attach(self, ctx, n_seq: int) -> None:
-        """Sample every sequence of ``ctx`` with this summary (a chain of one each, as llama.cpp wants)."""
-        for sequence in range(n_seq):
-            chain = llama_cpp.llama_sampler_chain_init(llama_cpp.llama_sampler_chain_default_params())
-            llama_cpp.llama_sampler_chain_add(chain, llama_cpp.llama_sampler_init(ctypes.byref(self.interface), None))
-            if not llama_cpp.llama_set_sampler(ctx, sequence, chain):
-                llama_cpp.llama_sampler_free(chain)
-                raise RuntimeError(f"llama.cpp cannot run the greedy summary on the backend of sequence {sequence}")
-            self._chains.append(chain)
+        """Sample every sequence of ``ctx`` with this summary."""
+        self._chains = attach(ctx, self.interface, n_seq)
 
     def detach(self, ctx) -> None:
         """Take the samplers off every sequence and free them."""
-        for sequence, chain in enumerate(self._chains):
-            llama_cpp.llama_set_sampler(ctx, sequence, None)
+        detach(ctx, self._chains)
+        self._chains = []
+
+
+def attach(ctx, interface: llama_cpp.llama_sampler_i, n_seq: int) -> list:
+    """Put a sampler of ``interface`` on every sequence of ``ctx`` (a chain of one each, as llama.cpp
+    wants); returns the chains, for `detach`."""
+    chains = []
+    for sequence in range(n_seq):
+        chain = llama_cpp.llama_sampler_chain_init(llama_cpp.llama_sampler_chain_default_params())
+        llama_cpp.llama_sampler_chain_add(chain, llama_cpp.llama_sampler_init(ctypes.byref(interface), None))
+        if not llama_cpp.llama_set_sampler(ctx, sequence, chain):
             llama_cpp.llama_sampler_free(chain)
-        self._chains.clear()
+            detach(ctx, chains)
+            raise RuntimeError(f"llama.cpp cannot run this sampler on the backend of sequence {sequence}")
+        chains.append(chain)
+    return chains
+
+
+def detach(ctx, chains: list) -> None:
+    """Take the samplers `attach` put on off their sequences, and free them."""
+    for sequence, chain in enumerate(chains):
+        llama_cpp.llama_set_sampler(ctx, sequence, None)
+        llama_cpp.llama_sampler_free(chain)
