@@ -23,6 +23,7 @@ from hypothesis import settings
 from cpc.candidates import CandidateFinder
 from cpc.gguf import GGUFModel
 from cpc.tokenizer import LlamaTokenizer
+from tests.support.threads import MODEL_THREADS
 from tests.support.unigram_model import unigram_gguf
 
 MODEL_NAMES = ["default", "smollm2"]
@@ -68,4 +69,4 @@ def engine(request):
     """Each test model, loaded with weights, with every stage wired to it."""
     from cpc.engine import Engine
 
-    return Engine.load(request.param)
+    return Engine.load(request.param, threads=MODEL_THREADS)

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from cpc.lm import PREFILL_CHUNK, Cancelled, LlamaLM
+from tests.support.threads import MODEL_THREADS
 
 SOURCE = b'def fibonacci(n):\n    """Return the n-th number."""\n    if n < 2:\n        return n\n    return fibonacci(n - 1) + fibonacci(n - 2)\n'
 
@@ -14,12 +15,12 @@ SOURCE = b'def fibonacci(n):\n    """Return the n-th number."""\n    if n < 2:\n
 def smollm2(request):
     from cpc.engine import Engine
 
-    return Engine.load("smollm2")
+    return Engine.load("smollm2", threads=MODEL_THREADS)
 
 
 def _alone(engine, state) -> np.ndarray:
     """The state evaluated in a fresh context, all its tokens in one batch."""
-    fresh = LlamaLM(engine.model, engine.vocab, n_seq=1, n_ctx=512)
+    fresh = LlamaLM(engine.model, engine.vocab, n_seq=1, n_ctx=512, threads=MODEL_THREADS)
     return fresh.next_logprobs([state])[0]
 
 
@@ -36,23 +37,32 @@ def _states(engine):
     ]
 
 
-def test_batched_calls_with_kv_reuse_match_lone_evaluation(smollm2):
-    """Any mix of cached prefixes, copies and batches gives the numbers of a lone evaluation.
+BATCH_NOISE = 1e-2
+"""How far, in probability, a SmolLM2 state's next-token distribution may move with the batch it is computed
+in. llama.cpp promises no batch invariance (kernels split the work by batch size and thread count; AVX-512,
+AMX and ARM's repacked kernels reorder sums): measured at most 2.7e-3 over thread counts 1, 2 and 4 and
+decode splits (benchmarks/probe_batch_noise.py). 1e-2 still catches what this test once caught:
+llama.cpp's unified KV cache mixing sequences moved probabilities by 0.08."""
 
-    SmolLM2's Q4_1 kernels round the same whatever the batch shape, so this
-    is exact; it caught llama.cpp's unified KV cache mixing sequences.
-    """
+
+def _assert_same_distribution(row: np.ndarray, expected: np.ndarray) -> None:
+    np.testing.assert_allclose(np.exp(row.astype(np.float64)), np.exp(expected.astype(np.float64)), rtol=0, atol=BATCH_NOISE)
+
+
+def test_batched_calls_with_kv_reuse_match_lone_evaluation(smollm2):
+    """Any mix of cached prefixes, copies and batches gives the numbers of a lone evaluation, within
+    llama.cpp's batch noise."""
     tokens, states = _states(smollm2)
-    lm = LlamaLM(smollm2.model, smollm2.vocab, n_seq=3, n_ctx=256)
+    lm = LlamaLM(smollm2.model, smollm2.vocab, n_seq=3, n_ctx=256, threads=MODEL_THREADS)
     for call in ([states[0]], states[1:4], [states[4], states[1]], states[2:], [states[3]], states):
         rows = lm.next_logprobs(call)
         for state, row in zip(call, rows):
-            np.testing.assert_array_equal(row, _alone(smollm2, state))
+            _assert_same_distribution(row, _alone(smollm2, state))
 
 
 def test_keystroke_evaluates_only_the_new_tokens(smollm2):
     tokens, _ = _states(smollm2)
-    lm = LlamaLM(smollm2.model, smollm2.vocab, n_seq=4, n_ctx=256)
+    lm = LlamaLM(smollm2.model, smollm2.vocab, n_seq=4, n_ctx=256, threads=MODEL_THREADS)
     lm.next_logprobs([tokens[:30]])
     before = lm.stats.tokens
     lm.next_logprobs([tokens[:31], tokens[:30] + (tokens[35],)])
@@ -62,7 +72,7 @@ def test_keystroke_evaluates_only_the_new_tokens(smollm2):
 
 def test_a_cold_shared_prompt_is_evaluated_once(smollm2):
     tokens, _ = _states(smollm2)
-    lm = LlamaLM(smollm2.model, smollm2.vocab, n_seq=4, n_ctx=256)
+    lm = LlamaLM(smollm2.model, smollm2.vocab, n_seq=4, n_ctx=256, threads=MODEL_THREADS)
     lm.next_logprobs([tokens[:30] + (t,) for t in tokens[31:35]])
     assert lm.stats.tokens == 30 + 4
 
@@ -72,7 +82,8 @@ def test_token_logprobs_scores_a_sequence_in_one_pass(smollm2):
     lm = smollm2.lm
     scores = lm.token_logprobs(tokens[:24])
     expected = [_alone(smollm2, tokens[:k])[tokens[k]] for k in (1, 10, 23)]
-    np.testing.assert_allclose(scores[[0, 9, 22]], expected, atol=1e-5)
+    # 64 rows in one decode against each prefix alone: two batch shapes, so within the batch noise
+    np.testing.assert_allclose(np.exp(scores[[0, 9, 22]]), np.exp(np.asarray(expected, np.float64)), rtol=0, atol=BATCH_NOISE)
 
 
 def test_rows_are_normalised_log_probabilities(engine):
@@ -112,7 +123,7 @@ def test_a_greedy_step_normalised_in_the_graph_answers_as_the_host_does(engine):
     so one call's outputs span several micro-batches; the second state bans its likeliest token
     (the host's masked path)."""
     def fresh(backend_greedy: bool) -> LlamaLM:
-        return LlamaLM(engine.model, engine.vocab, n_seq=4, n_ctx=512, backend_greedy=backend_greedy)
+        return LlamaLM(engine.model, engine.vocab, n_seq=4, n_ctx=512, backend_greedy=backend_greedy, threads=MODEL_THREADS)
 
     host, graph = fresh(False), fresh(True)
     assert graph.backend_greedy and not host.backend_greedy
@@ -140,7 +151,7 @@ def test_states_that_do_not_fit_are_refused(smollm2):
 
 def test_prefill_reads_ahead_so_the_request_evaluates_only_what_follows(smollm2):
     tokens, _ = _states(smollm2)
-    lm = LlamaLM(smollm2.model, smollm2.vocab, n_seq=2, n_ctx=256)
+    lm = LlamaLM(smollm2.model, smollm2.vocab, n_seq=2, n_ctx=256, threads=MODEL_THREADS)
     assert lm.prefill(tokens[:30]) == 30
     assert lm.cached_length(tokens[:31]) == 30
     assert lm.prefill(tokens[:30]) == 0  # nothing left to read
@@ -148,14 +159,14 @@ def test_prefill_reads_ahead_so_the_request_evaluates_only_what_follows(smollm2)
     row = lm.next_logprobs([tokens[:31]])[0]
     assert lm.stats.tokens - before == 1
     assert lm.stats.prefilled == 30
-    np.testing.assert_array_equal(row, _alone(smollm2, tokens[:31]))
+    _assert_same_distribution(row, _alone(smollm2, tokens[:31]))
 
 
 def test_an_interrupted_prompt_keeps_what_was_read(smollm2):
     """A request made obsolete stops between chunks; the next one goes on from where it stopped."""
     tokens = smollm2.lm.bos + tuple(smollm2.tokenizer.encode(SOURCE * 10))
     assert len(tokens) > 2 * PREFILL_CHUNK
-    lm = LlamaLM(smollm2.model, smollm2.vocab, n_seq=2, n_ctx=512)
+    lm = LlamaLM(smollm2.model, smollm2.vocab, n_seq=2, n_ctx=512, threads=MODEL_THREADS)
     polls = []
     lm.interrupt = lambda: polls.append(1) or len(polls) > 2  # the call's own poll, one chunk, then stop
     with pytest.raises(Cancelled):
@@ -176,7 +187,7 @@ def test_stop_now_breaks_into_a_decode_and_the_model_stays_exact(smollm2):
     second chunk's decode every time: a stop that only took effect between chunks would keep that chunk.
     """
     tokens = smollm2.lm.bos + tuple(smollm2.tokenizer.encode(SOURCE * 10))
-    lm = LlamaLM(smollm2.model, smollm2.vocab, n_seq=2, n_ctx=512)
+    lm = LlamaLM(smollm2.model, smollm2.vocab, n_seq=2, n_ctx=512, threads=MODEL_THREADS)
     polls = []
 
     def interrupt() -> bool:  # the call's poll, the poll before the second chunk (a stop arrives), then stale
@@ -196,7 +207,7 @@ def test_stop_now_breaks_into_a_decode_and_the_model_stays_exact(smollm2):
 def test_a_stop_asked_of_work_that_is_not_stale_changes_nothing(smollm2):
     """A stop that finds the interrupt false (the work was typed on) lets the broken batch run again."""
     tokens = smollm2.lm.bos + tuple(smollm2.tokenizer.encode(SOURCE * 2))
-    lm = LlamaLM(smollm2.model, smollm2.vocab, n_seq=1, n_ctx=512)
+    lm = LlamaLM(smollm2.model, smollm2.vocab, n_seq=1, n_ctx=512, threads=MODEL_THREADS)
     polls = []
 
     def interrupt() -> bool:  # the call's poll and the two after it leave a stop: the first chunk breaks thrice

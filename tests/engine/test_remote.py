@@ -23,6 +23,7 @@ from cpc.generate import Options, generate
 from cpc.remote import RemoteLM, RemoteMismatch, RemoteOptions, RemoteUnavailable, full_row
 from tests.support.llama_server import LlamaServer, free_port
 from tests.support.openai_server import MODEL_ID, OpenAIShapeServer
+from tests.support.threads import MODEL_THREADS
 
 pytestmark = pytest.mark.slow
 
@@ -40,7 +41,7 @@ def server():
 
 @pytest.fixture(scope="module")
 def local() -> Engine:
-    return Engine.load("default", n_seq=2)
+    return Engine.load("default", n_seq=2, threads=MODEL_THREADS)
 
 
 def remote_engine(url: str, **options) -> Engine:
@@ -134,10 +135,16 @@ def test_the_states_of_a_call_go_in_one_request_and_greedy_steps_ask_few_tokens(
     prompt = lm.bos + tuple(engine.tokenizer.encode(PREFIX.encode()))
     states = [prompt + (token,) for token in (594, 2016, 16)]
     requests = lm.profile.requests
-    together = lm.next_logprobs(states)
+    together = np.exp(lm.next_logprobs(states).astype(np.float64))
     assert lm.profile.requests == requests + 1, "three states, one request"
-    for state, row in zip(states, together):
-        assert np.array_equal(row, lm.next_logprobs([state])[0]), "answered in the order asked"
+    alone = np.exp(np.stack([lm.next_logprobs([state])[0] for state in states]).astype(np.float64))
+    # llama.cpp's numbers for a state move with the batch it is computed in (kernels split the work by batch
+    # size; AMX and AVX-512 reorder sums): on the default model by at most 0.111 in probability over thread
+    # counts 1, 2 and 4 and decode splits (benchmarks/probe_batch_noise.py). So each row is compared with
+    # every state's lone answer: its own state's is within that noise and nearer than any other's.
+    distance = np.abs(together[:, None, :] - alone[None, :, :]).max(axis=2)
+    assert (distance.diagonal() <= 0.15).all(), distance
+    assert (distance.argmin(axis=1) == np.arange(len(states))).all(), ("answered in the order asked", distance)
     answered = lm.stats.states
     row = lm.next_logprobs([prompt], greedy=True)[0]
     assert lm.stats.states == answered + 1 and lm.bounds[-1].k == 16

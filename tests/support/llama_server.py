@@ -22,6 +22,7 @@ from pathlib import Path
 
 from cpc.gguf import cpu_has_amx
 from cpc.models import resolve_model
+from tests.support.threads import MODEL_THREADS
 
 BINARY = Path(sys.executable).with_name("llama-server")
 
@@ -56,7 +57,7 @@ class LlamaServer:
         self.port = port or free_port()
         self.parallel = parallel
         self.slot_context = slot_context
-        self.threads = threads or len(os.sched_getaffinity(0))
+        self.threads = threads or MODEL_THREADS or len(os.sched_getaffinity(0))
         self.kv_unified = kv_unified
         self.extra = extra
         self.log_path = log_path
