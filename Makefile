@@ -91,6 +91,8 @@ bench: $(STAMP)
 	$(BIN)/cpc bench --files '<stdlib>/[a-m]*.py' --prompt short --cases 60 --seed 1 --json $(OUT)/bench_complete_short.json --plot $(OUT)/bench_complete_short.png
 	$(BIN)/python benchmarks/profile_request.py --cases 12 --json $(OUT)/profile_request.json --plot $(OUT)/profile_request.png
 	$(BIN)/python benchmarks/probe_backend_sampling.py --json $(OUT)/probe_backend_sampling.json
+	$(BIN)/python benchmarks/probe_batch_noise.py --json $(OUT)/probe_batch_noise.json
+	$(BIN)/python benchmarks/bench_drafts.py --cases 40 --json $(OUT)/bench_drafts.json --plot $(OUT)/bench_drafts.png
 	$(BIN)/python benchmarks/bench_lsp.py --repeat 3 --json $(OUT)/bench_lsp.json --plot $(OUT)/bench_lsp.png
 	$(BIN)/cpc bench --workspace dev --cases 60 --seed 1 --modes cpc,cpc+fusion,cpc+context,naive+fusion --json $(OUT)/bench_workspace.json --plot $(OUT)/bench_workspace.png
 	$(BIN)/python benchmarks/bench_workspace_memory.py --megabytes 50 --json $(OUT)/bench_workspace_memory.json

@@ -27,6 +27,7 @@ from pathlib import Path
 from collections.abc import Sequence
 
 from cpc.candidates import Analysis, CandidateFinder
+from cpc.draft import DraftParameters
 from cpc.generate import MODES
 from cpc.models import ModelError, stderr_progress
 from cpc.tokenizer import LlamaTokenizer, TiktokenTokenizer, Tokenizer
@@ -105,6 +106,9 @@ def _add_bench(commands: argparse._SubParsersAction) -> None:
     bench.add_argument("--fusion-weights", metavar="ngram=X,identifiers=Y",
                        help="with --fusion or --workspace: fusion weights (default: cpc.fusion.FusionWeights())")
     bench.add_argument("--gpu-layers", type=int, default=0, help=GPU_LAYERS_HELP)
+    bench.add_argument("--drafts", choices=("auto", "on", "off"), default="auto",
+                       help="speculative drafts (cpc.draft): auto as the product (on for a model on a GPU), "
+                            "on (also on a CPU, to measure them) or off")
     bench.add_argument("--json", metavar="OUT", help="write the results as JSON")
     bench.add_argument("--plot", metavar="OUT.png", help="write a bar chart")
     bench.set_defaults(run=_bench)
@@ -212,14 +216,18 @@ def _bench(args: argparse.Namespace) -> int:
         raise ValueError(f"unknown mode(s) {', '.join(unknown)}: choose among {', '.join(MODES)}")
     weights = FusionWeights.parse(args.fusion_weights) if args.fusion else None
     engine = Engine.load(args.model, gpu_layers=args.gpu_layers, progress=stderr_progress)
+    if args.drafts == "on":
+        engine.lm.checks_drafts_cheaply = True
+    drafts = DraftParameters(max_tokens=0) if args.drafts == "off" else DraftParameters()
     files = args.files or "<stdlib>/[a-m]*.py"
     result = quality.run(engine, files, args.cases, args.seed, modes, args.max_tokens, progress=stderr_progress,
-                       prompt=args.prompt, fusion=weights)
+                       prompt=args.prompt, fusion=weights, drafts=drafts)
     quality.print_table(result)
     if args.json:
         placement = engine.model.placement
         result["placement"] = placement.as_json() if placement is not None else None
         result["greedy_in_graph"] = getattr(engine.lm, "backend_greedy", False)
+        result["drafts_checked"] = engine.lm.checks_drafts_cheaply
         Path(args.json).write_text(json.dumps(result, indent=2))
     if args.plot:
         quality.plot(result, args.plot)

@@ -17,11 +17,12 @@ import os
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from cpc.beam import ByteBeam
 from cpc.candidates import CandidateFinder
 from cpc.conditioning import Conditioner
+from cpc.draft import DraftPolicy
 from cpc.gguf import GGUFModel
 from cpc.index import PrefixIndex
 from cpc.lm import DEFAULT_CONTEXT_SIZE, LanguageModel, LlamaLM
@@ -65,6 +66,8 @@ class Engine:
     finder: CandidateFinder
     beam: ByteBeam
     conditioner: Conditioner
+    drafts: DraftPolicy = field(default_factory=DraftPolicy)
+    """How much of a speculative draft to check (it learns how often drafts are kept)."""
 
     @property
     def vocab(self) -> Vocabulary:

@@ -48,7 +48,8 @@ import numpy as np
 
 from cpc.conditioning import stable_tokens
 from cpc.detok import Detokenizer
-from cpc.lm import Cancelled, State, best_allowed
+from cpc.draft import Draft, DraftParameters, Lookup
+from cpc.lm import Cancelled, State, best_allowed, greedy_choice, log_softmax
 from cpc.start import FirstToken, Fused, Start, contenders, first_tokens, rank_starts
 from cpc.window import MAX_SUFFIX_TOKENS, fit_window, prompt_window
 
@@ -95,6 +96,8 @@ class Options:
     """``cpc``: of those, only the paths at most this many nats behind the best are evaluated. One
     further behind wins only where the best path's likeliest next token has a probability under
     ``e**-margin`` (2 % for 4 nats); each path evaluated costs the model's output layer once more."""
+    drafts: DraftParameters = DraftParameters()
+    """Speculative drafts from the text itself (`cpc.draft`): fewer model calls, the same texts."""
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -124,6 +127,10 @@ class Generation:
     elapsed_ms: float
     lm_calls: int
     prompt_tokens: int
+    drafted: int = 0
+    """Draft tokens checked (`cpc.draft`)."""
+    accepted: int = 0
+    """Of those, the tokens greedy decoding chose too."""
     cut_short: bool = False
     """The prompt window was cut for ``prompt_budget_ms``: `warm` it for the next request."""
 
@@ -143,6 +150,12 @@ class _Stream:
     fusion_state: FusionState | None = None
     first: bool = False
     """The stream the byte-level marginal chose: it comes first, whatever its score."""
+    lookup: Lookup | None = None
+    """Where its drafts come from (None: no drafts)."""
+    match: int = 0
+    """How long a match proposed the draft being checked (`cpc.draft.Draft.match`)."""
+    plain_next: bool = False
+    """A draft's check left its next choice to a plain step (too close a call for a batched row)."""
 
 
 @dataclass(frozen=True)
@@ -234,7 +247,8 @@ def _generate(engine: Engine, prefix: str, suffix: str, options: Options, fusion
               wanted: Callable[[str], bool] | None, early: Callable[[list[str]], None] | None) -> Generation:
     started = time.perf_counter()
     word_deadline = None if options.word_budget_ms is None or early is None else started + options.word_budget_ms / 1000
-    calls = engine.lm.stats.calls
+    stats = engine.lm.stats
+    calls, drafted, accepted = stats.calls, stats.drafted, stats.accepted
     head, middle = prompt_frame(engine, suffix, options)
     prompt, starts, cut_short = _starts(engine, prefix, head, middle, options, fusion is not None)
     fused = Fused(fusion, prompt[: len(prompt) - len(middle)], prefix.encode("utf-8")) if fusion else None
@@ -255,9 +269,11 @@ def _generate(engine: Engine, prefix: str, suffix: str, options: Options, fusion
         completions=completions,
         mode=options.mode,
         elapsed_ms=(time.perf_counter() - started) * 1000,
-        lm_calls=engine.lm.stats.calls - calls,
+        lm_calls=stats.calls - calls,
         prompt_tokens=len(prompt),
         cut_short=cut_short,
+        drafted=stats.drafted - drafted,
+        accepted=stats.accepted - accepted,
     )
 
 
@@ -349,9 +365,10 @@ def _continue(
 ) -> None:
     """Greedy decoding of every unfinished stream, one batched model call per step (on fused scores with fusion).
 
-    ``early`` hears the first words once its deadline has passed (`Options.word_budget_ms`). Past the
-    time budget, every stream ends at its last whole word. Raises `cpc.lm.Cancelled` before a step when
-    ``wanted`` wants no stream's text.
+    A step takes one token per stream, or, where the text offers a draft (`cpc.draft`), the draft's
+    tokens that greedy decoding chooses too and the token after them. ``early`` hears the first words
+    once its deadline has passed (`Options.word_budget_ms`). Past the time budget, every stream ends at
+    its last whole word. Raises `cpc.lm.Cancelled` before a step when ``wanted`` wants no stream's text.
     """
     banned = engine.vocab.special.copy()
     eos_ids = sorted(engine.vocab.eos_ids)
@@ -360,6 +377,9 @@ def _continue(
     is_eos[eos_ids] = True
     deadline = math.inf if options.time_budget_ms is None else time.perf_counter() + options.time_budget_ms / 1000
     room = engine.lm.n_ctx - 1
+    if engine.lm.checks_drafts_cheaply and options.drafts.max_tokens:
+        for stream in streams:
+            stream.lookup = Lookup(options.drafts)
     while True:
         live = [s for s in streams if not s.done]
         if not live:
@@ -374,26 +394,36 @@ def _continue(
             return
         if early is not None:
             early.offer(streams, now)
-        chosen, logprobs, next_states = _choose(engine, live, banned, fusion)
-        for number, (stream, token, logprob) in enumerate(zip(live, chosen.tolist(), logprobs.tolist())):
-            stream.logprob += logprob
-            if is_eos[token]:
-                _finish(stream, rules, fusion)
-                continue
-            if fusion is not None:
-                stream.fusion_state = next_states[number, token]
-            stream.tokens += (token,)
-            stream.generated += 1
-            stream.text += stream.detok.push(token)
-            if stream.generated >= options.max_tokens or len(stream.tokens) >= room:
-                _finish(stream, rules, fusion)
-            else:
-                _settle(stream, rules, fusion)
+        drafts = [_draft(stream, options, room, engine) for stream in live]
+        if any(drafts):
+            steps = _choose_along(engine, live, drafts, banned, fusion, options.drafts.clear_margin)
+            for stream, draft, step in zip(live, drafts, steps):
+                engine.drafts.record(stream.match, len(draft), len(step) - 1)
+        else:
+            steps = _choose(engine, live, banned, fusion)
+        for stream, step in zip(live, steps):
+            for token, logprob, fusion_state in step:
+                if stream.done:
+                    break
+                stream.logprob += logprob
+                if is_eos[token]:
+                    _finish(stream, rules, fusion)
+                    break
+                stream.fusion_state = fusion_state
+                stream.tokens += (token,)
+                stream.generated += 1
+                stream.text += stream.detok.push(token)
+                if stream.generated >= options.max_tokens or len(stream.tokens) >= room:
+                    _finish(stream, rules, fusion)
+                else:
+                    _settle(stream, rules, fusion)
 
 
-def _choose(
-    engine: Engine, live: list[_Stream], banned: np.ndarray, fusion: Fusion | None
-) -> tuple[np.ndarray, np.ndarray, NextStates | None]:
+_Pick = tuple[int, float, "FusionState | None"]
+"""A token chosen for a stream, its score, and the fusion state it leads to (None without fusion)."""
+
+
+def _choose(engine: Engine, live: list[_Stream], banned: np.ndarray, fusion: Fusion | None) -> list[list[_Pick]]:
     """Each live stream's next token (never a control token but EOS) and its score, from one batched model call.
 
     Unfused, the model answers only that (`LanguageModel.greedy_next`); fused, the choice is on the
@@ -402,10 +432,78 @@ def _choose(
     states = [s.tokens for s in live]
     if fusion is None:
         chosen, logprobs = engine.lm.greedy_next(states, banned)
-        return chosen, logprobs, None
+        return [[(token, logprob, None)] for token, logprob in zip(chosen.tolist(), logprobs.tolist())]
     scores, next_states = fusion.advance([s.fusion_state for s in live])
     chosen, fused = best_allowed(engine.lm.next_logprobs(states) + scores, banned)
-    return chosen, fused, next_states
+    return [[(token, logprob, next_states[number, token])]
+            for number, (token, logprob) in enumerate(zip(chosen.tolist(), fused.tolist()))]
+
+
+def _choose_along(engine: Engine, live: list[_Stream], drafts: list[State], banned: np.ndarray,
+                  fusion: Fusion | None, margin: float) -> list[list[_Pick]]:
+    """`_choose`, made along each stream's draft in one model call: at every position, the token greedy
+    decoding would choose there (the same arithmetic as `_choose`), as long as it is the draft's.
+
+    llama.cpp's numbers move a little with the batch they are computed in, so a row of a draft's
+    check decides only where its choice leads the runner-up by ``margin`` nats; a closer call is left
+    to a plain step, as decoding without drafts would make it.
+    """
+    picks: list[list[_Pick]] = [[] for _ in live]
+    scratch = np.empty(len(banned), dtype=np.float32)
+
+    def choose(number: int, position: int, scores: np.ndarray) -> int | None:
+        stream_picks = picks[number]
+        if fusion is None:
+            token, logprob = greedy_choice(scores, banned, scratch)
+            next_state = None
+            lead = _lead(scores, token, banned)
+        else:
+            state = stream_picks[-1][2] if stream_picks else live[number].fusion_state
+            row = np.empty(len(scores), dtype=np.float32)
+            log_softmax(row, scores)
+            fused, next_states = fusion.advance([state])
+            row = row + fused[0]
+            chosen, value = best_allowed(row[None], banned)
+            token, logprob, next_state = int(chosen[0]), float(value[0]), next_states[0, int(chosen[0])]
+            lead = _lead(row, token, banned)
+        if lead < margin:
+            live[number].plain_next = True
+            return None
+        stream_picks.append((token, logprob, next_state))
+        return token
+
+    engine.lm.check_drafts([s.tokens for s in live], drafts, choose)
+    return picks
+
+
+def _lead(scores: np.ndarray, token: int, banned: np.ndarray) -> float:
+    """How far ``token``'s score is ahead of the best other allowed token's (``scores`` is left as it was)."""
+    best = scores[token]
+    scores[token] = -np.inf
+    try:
+        runner_up = int(scores.argmax())
+        if banned[runner_up]:
+            runner_up = int(np.where(banned, -np.inf, scores).argmax())
+        return float(best - scores[runner_up])
+    finally:
+        scores[token] = best
+
+
+def _draft(stream: _Stream, options: Options, room: int, engine: Engine) -> State:
+    """The tokens a stream's text suggests come next (`cpc.draft.Lookup`), cut where the stream would end
+    anyway (its token budget, the context's end, and single-line, after the line's end), then to the
+    length worth checking on this machine (`cpc.draft.DraftPolicy`)."""
+    if stream.lookup is None or stream.plain_next:
+        stream.plain_next = False
+        return ()
+    limit = min(options.max_tokens - stream.generated, room - len(stream.tokens)) - 1
+    tokens, stream.match = stream.lookup.propose(stream.tokens, limit)
+    if not options.multiline:
+        pieces = engine.vocab.pieces
+        tokens = next((tokens[:length] for length, token in enumerate(tokens, 1) if b"\n" in pieces[token]), tokens)
+    if options.drafts.cost_aware:
+        tokens = tokens[: engine.drafts.length(Draft(tokens, stream.match), engine.lm.check_cost)]
+    return tokens
 
 
 _FIRST_WORD = re.compile(r"\W*\w+")

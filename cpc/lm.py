@@ -57,6 +57,7 @@ import numpy as np
 from cpc.backend_sampling import GreedySummary
 from cpc.gguf import GGUFModel, llama_log, llama_reason
 from cpc.models import ModelError
+from cpc.threads import ThreadTuner
 from cpc.vocab import Vocabulary, common_prefix
 
 State = tuple[int, ...]
@@ -98,6 +99,10 @@ class LMStats:
     """Tokens read ahead by `LlamaLM.prefill` (warming the cache)."""
     summarised: int = 0
     """Greedy steps whose normaliser came from the model's graph (`LlamaLM.backend_greedy`)."""
+    drafted: int = 0
+    """Draft tokens checked (`LanguageModel.check_drafts`)."""
+    accepted: int = 0
+    """Draft tokens the caller kept."""
 
 
 class Cancelled(Exception):
@@ -196,6 +201,51 @@ class LanguageModel(ABC):
         """
         return best_allowed(self.next_logprobs(states, greedy=True), banned)
 
+    def check_cost(self, rows: int) -> float | None:
+        """Milliseconds of a model call that reads ``rows`` rows of one state and its draft, as measured
+        (None: not measured, or a backend where drafts do not pay)."""
+        return None
+
+    checks_drafts_cheaply: bool = False
+    """Whether `check_drafts` reads a state and its draft in one evaluation at a cost that a kept draft
+    repays; without it, generation proposes no drafts."""
+
+    def check_drafts(self, states: Sequence[Sequence[int]], drafts: Sequence[Sequence[int]],
+                     choose: Callable[[int, int, np.ndarray], int | None]) -> list[State]:
+        """Follow each state's draft as far as the caller's choices agree with it, in one call.
+
+        ``choose(number, position, scores)`` gets the next-token scores of
+        ``states[number] + drafts[number][:position]`` (unnormalised, as
+        `next_scores`) and returns the token the caller takes there, or None
+        where it would rather not decide from these scores. A state's walk
+        stops at the first choice that is not its draft's next token, after
+        the choice that follows the whole draft, or at a None; ``choose`` is
+        asked in order of position, and never past that. Returns the tokens
+        chosen for each state: the draft's accepted tokens, then the choice
+        that ended the walk, if any. What is kept between calls (a KV cache)
+        ends with each state's accepted tokens.
+
+        >>> from tests.support.toy_lm import ToyLM
+        >>> lm = ToyLM()
+        >>> best = int(lm.next_logprobs([lm.bos])[0].argmax())
+        >>> chosen = lm.check_drafts([lm.bos], [(best, 0, 0)], lambda number, position, scores: int(scores.argmax()))
+        >>> chosen[0][0] == best, len(chosen[0]) in (2, 3, 4)
+        (True, True)
+        """
+        nested = [tuple(state) + tuple(draft[:length]) for state, draft in zip(states, drafts) for length in range(len(draft) + 1)]
+        rows = iter(self.next_scores(nested))
+        walks = [_Walk(draft) for draft in drafts]
+        for number, walk in enumerate(walks):
+            for position, row in zip(range(len(walk.draft) + 1), rows):
+                if walk.goes_on(position):
+                    walk.take(choose(number, position, row))
+        self._count_drafts(walks)
+        return [tuple(walk.tokens) for walk in walks]
+
+    def _count_drafts(self, walks: list[_Walk]) -> None:
+        self.stats.drafted += sum(len(walk.draft) for walk in walks)
+        self.stats.accepted += sum(walk.accepted() for walk in walks)
+
     def reset(self) -> None:
         """Forget whatever is kept between calls (a KV cache); the default keeps nothing."""
 
@@ -259,7 +309,9 @@ class LlamaLM(LanguageModel):
         one ``llama_decode``; 1 evaluates one sequence per call.
         ``backend_greedy`` computes a greedy step's normaliser in the model's
         graph (`cpc.backend_sampling`); by default, when the model's layers
-        are on a GPU.
+        are on a GPU. ``threads`` fixes the CPU threads; by default every
+        core, or one fewer while that decodes faster (`cpc.threads`: another
+        process holds a core).
         """
         self.model = model
         self.vocab = vocab
@@ -269,27 +321,15 @@ class LlamaLM(LanguageModel):
         self.states_per_decode = min(states_per_decode or n_seq, n_seq)
         self.n_vocab = model.n_vocab
         self.stats = LMStats()
-        threads = threads or len(os.sched_getaffinity(0))
-        params = llama_cpp.llama_context_default_params()
-        params.n_ctx = n_ctx * n_seq
-        params.n_batch = params.n_ubatch = n_batch
-        params.n_seq_max = n_seq
-        params.n_threads = params.n_threads_batch = threads
-        params.kv_unified = False  # one stream per sequence: exact results (see the module docstring)
-        params.swa_full = True  # sliding-window layers keep every position, so any prefix can be reused
-        params.no_perf = True
-        if backend_greedy is None:
-            backend_greedy = model.placement is not None and model.placement.offloaded > 0
-        if backend_greedy:
-            params.n_outputs_max_per_seq = 0  # any number of outputs per sequence (token_logprobs asks 64)
-        _check_context_fits(model, n_ctx, n_seq)
-        with llama_log() as errors:
-            self._ctx = llama_cpp.llama_init_from_model(model.handle, params)
-        if not self._ctx:
-            raise ModelError(
-                f"llama.cpp could not create a context of {n_ctx} tokens x {n_seq} sequences for "
-                f"{model.path.name} ({llama_reason(errors)}) -- lower the `contextSize` setting"
-            )
+        self._tuner = None if threads else ThreadTuner(len(os.sched_getaffinity(0)))
+        self._threads = threads or len(os.sched_getaffinity(0))
+        on_gpu = model.placement is not None and model.placement.offloaded > 0
+        backend_greedy = on_gpu if backend_greedy is None else backend_greedy
+        self.checks_drafts_cheaply = on_gpu
+        """Drafts are checked for a model on a GPU, where a row of logits costs little. On a CPU each row
+        costs the output layer (262,144 logits for Gemma 3): on this project's 2-core machine drafts saved
+        model calls but no time (docs/benchmarks.md); set it to measure them there."""
+        self._ctx = _new_context(model, n_ctx, n_seq, n_batch, self._threads, backend_greedy)
         self._memory = llama_cpp.llama_get_memory(self._ctx)
         self._greedy_summary = GreedySummary.on(self._ctx, n_seq) if backend_greedy else None
         self._batch = llama_cpp.llama_batch_init(n_batch, 0, 1)
@@ -300,6 +340,9 @@ class LlamaLM(LanguageModel):
         self._clock = 0
         self.bos = (document_start(model.vocab_handle),)
         self.prefill_rate = INITIAL_PREFILL_RATE
+        self._rows_in_batch = 0
+        self._decode_ms: dict[int, float] = {}
+        """Milliseconds per decode whose every token has a row of logits, by rows (at most `_TIMED_ROWS`)."""
 
     def __del__(self) -> None:
         if sys.is_finalizing():  # finalizers run in any order then: the process frees it all
@@ -312,11 +355,6 @@ class LlamaLM(LanguageModel):
                 self._greedy_summary.detach(self._ctx)
             llama_cpp.llama_free(self._ctx)
             self._ctx = None
-
-    @property
-    def gpu_offload(self) -> bool:
-        """Whether this llama-cpp-python build can offload layers to a GPU."""
-        return bool(llama_cpp.llama_supports_gpu_offload())
 
     def check_interrupt(self) -> None:
         self._abort_flag[0] = 0  # a stop asked from now on breaks into the next decode
@@ -360,6 +398,40 @@ class LlamaLM(LanguageModel):
         order = self._answer(states, choose)
         return _as_asked(order, states, tokens), _as_asked(order, states, logprobs)
 
+    def check_cost(self, rows: int) -> float | None:
+        return self._decode_ms.get(rows)
+
+    def check_drafts(self, states: Sequence[Sequence[int]], drafts: Sequence[Sequence[int]],
+                     choose: Callable[[int, int, np.ndarray], int]) -> list[State]:
+        """Each state and its draft in one sequence of the KV cache, read in one evaluation with logits for
+        the rows the walk may need; a row past a state's first departure from its draft is not looked at,
+        and the cells past its accepted tokens are dropped."""
+        arrays = [np.asarray((*state, *draft), dtype=np.int64) for state, draft in zip(states, drafts)]
+        if len({tuple(array) for array in arrays}) < len(arrays) or len(arrays) > self.n_seq:
+            return super().check_drafts(states, drafts, choose)  # the same sequence twice: the plain way
+        for array in arrays:
+            if len(array) > self.n_ctx:
+                raise ValueError(f"a state of {len(array)} tokens does not fit the context of {self.n_ctx}")
+        self.check_interrupt()
+        walks = [_Walk(draft) for draft in drafts]
+
+        def take(number: int, position: int, batch_index: int) -> None:
+            walk = walks[number]
+            if walk.goes_on(position):
+                walk.take(choose(number, position, self._logits(batch_index)))
+
+        self.stats.calls += 1
+        self.stats.states += sum(len(draft) + 1 for draft in drafts)
+        targets = self._evaluate(arrays, take, outputs=[len(draft) + 1 for draft in drafts])
+        for number, (state, walk) in enumerate(zip(states, walks)):
+            kept = len(state) + walk.accepted()
+            target = int(targets[number])
+            if len(self._slots[target]) > kept:
+                llama_cpp.llama_memory_seq_rm(self._memory, target, kept, -1)
+                self._slots[target] = self._slots[target][:kept]
+        self._count_drafts(walks)
+        return [tuple(walk.tokens) for walk in walks]
+
     def _rows(self, states: Sequence[Sequence[int]], write: Callable[[np.ndarray, np.ndarray], object]) -> np.ndarray:
         """One row per state: ``write(row, logits)`` makes it from llama.cpp's logits."""
         rows = np.empty((len(states), self.n_vocab), dtype=np.float32)
@@ -385,7 +457,7 @@ class LlamaLM(LanguageModel):
         self.stats.states += len(order)
         step = self.states_per_decode
         for start in range(0, len(order), step):
-            self._evaluate(order[start : start + step], lambda number, batch_index, first=start: take(first + number, batch_index))
+            self._evaluate(order[start : start + step], lambda number, _, batch_index, first=start: take(first + number, batch_index))
         return unique
 
     def cached_length(self, state: Sequence[int]) -> int:
@@ -429,30 +501,32 @@ class LlamaLM(LanguageModel):
             self._slots[0] = tokens[: positions.stop]
         return result
 
-    def _evaluate(self, states: list[State], take: Callable[[int, int], None] | None) -> None:
-        """Call ``take(number, batch_index)`` for every state (at most ``n_seq``) right after the decode
-        that made its logits (None: read the states, no logits).
+    def _evaluate(self, states: list[State] | list[np.ndarray], take: Callable[[int, int, int], None] | None,
+                  outputs: Sequence[int] | None = None) -> np.ndarray:
+        """Call ``take(number, row, batch_index)`` for each of the last ``outputs[number]`` positions (one by
+        default) of every state (at most ``n_seq``), in order, right after the decode that made its logits
+        (``take`` None: read the states, no logits). Returns the sequence each state went to.
 
         Long work goes in chunks of `PREFILL_CHUNK`: between them the
         interrupt is polled, and each slot records what it holds so far, so
         an interrupted prompt is not read again.
         """
         arrays = [np.asarray(state, dtype=np.int64) for state in states]
-        self._prefill_shared(arrays)
-        placed = self._one_past_a_slot(arrays) if take is not None else None
+        rows = np.zeros(len(arrays), dtype=np.int64) if take is None else np.asarray(outputs or [1] * len(arrays))
+        lengths = np.array([len(state) for state in arrays])
+        self._prefill_shared(arrays, rows)
+        placed = self._one_past_a_slot(arrays, rows)
         if placed is None:
-            lengths = np.array([len(state) for state in arrays])
             cached = np.array([[common_prefix(slot, state) for slot in self._slots] for state in arrays])
-            if take is not None:
-                cached = np.minimum(cached, (lengths - 1)[:, None])  # the last token is always evaluated
+            cached = np.minimum(cached, (lengths - rows)[:, None])  # the rows with logits are always evaluated
             placed = self._arrange(cached)
         targets, reuse = placed
         work: list[_Work] = []
         for i, state in enumerate(arrays):
             self._slots[targets[i]] = state[: reuse[i]]
-            last = len(state) - 1 if take is not None else -1
+            first_row = len(state) - rows[i]
             for pos in range(int(reuse[i]), len(state)):
-                work.append((int(state[pos]), pos, int(targets[i]), i if pos == last else -1))
+                work.append((int(state[pos]), pos, int(targets[i]), i if pos >= first_row else -1))
         owner = {int(target): i for i, target in enumerate(targets)}
         for start in range(0, len(work), PREFILL_CHUNK):
             if start:
@@ -465,21 +539,23 @@ class LlamaLM(LanguageModel):
             reached: dict[int, int] = {}
             for batch_index, (_, pos, seq, state) in enumerate(chunk):
                 if state >= 0:
-                    take(state, batch_index)
+                    take(state, pos - int(lengths[state] - rows[state]), batch_index)
                 reached[seq] = pos + 1
             for seq, length in reached.items():  # what each slot holds now, once per chunk
                 self._slots[seq] = arrays[owner[seq]][:length]
+        return targets
 
     def _time_prefill(self, tokens: int, seconds: float) -> None:
         """Keep `prefill_rate` current from the chunks of a long read."""
         if tokens >= PREFILL_CHUNK // 2 and seconds > 0:
             self.prefill_rate = 0.7 * self.prefill_rate + 0.3 * tokens / seconds
 
-    def _prefill_shared(self, arrays: list[np.ndarray]) -> None:
-        """Evaluate once the new prefix that all states share (a cold prompt), before it is copied."""
+    def _prefill_shared(self, arrays: list[np.ndarray], rows: np.ndarray) -> None:
+        """Evaluate once the new prefix that all states share (a cold prompt), before it is copied
+        (up to the first position any state needs ``rows`` of logits from)."""
         if len(arrays) < 2:
             return
-        shared = min(len(a) for a in arrays) - 1
+        shared = int(min(len(a) - max(r, 1) for a, r in zip(arrays, rows)))
         for other in arrays[1:]:
             shared = min(shared, common_prefix(arrays[0], other))
         best = max(range(self.n_seq), key=lambda k: common_prefix(self._slots[k], arrays[0]))
@@ -498,15 +574,16 @@ class LlamaLM(LanguageModel):
             self._slots[best] = prefix[:stop]
             self.check_interrupt()
 
-    def _one_past_a_slot(self, arrays: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray] | None:
-        """The placement of the commonest call, one state one token past what a slot holds (a greedy
-        step, a beam extension): that slot, without comparing the state to every slot. None otherwise."""
-        if len(arrays) != 1 or len(arrays[0]) < 2:
+    def _one_past_a_slot(self, arrays: list[np.ndarray], rows: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+        """The placement of the commonest call, one state whose rows with logits start right after what a
+        slot holds (a greedy step, a beam extension, a draft): that slot, without comparing the state to
+        every slot. None otherwise."""
+        if len(arrays) != 1 or rows[0] < 1 or len(arrays[0]) <= rows[0]:
             return None
         state = arrays[0]
-        held = len(state) - 1
+        held = len(state) - int(rows[0])
         for slot_number, slot in enumerate(self._slots):
-            if len(slot) == held and slot[-1] == state[-2] and np.array_equal(slot, state[:-1]):
+            if len(slot) == held and slot[-1] == state[held - 1] and np.array_equal(slot, state[:held]):
                 self._clock += 1
                 self._last_used[slot_number] = self._clock
                 return np.array([slot_number]), np.array([held])
@@ -568,14 +645,27 @@ class LlamaLM(LanguageModel):
             batch.seq_id[k][0] = seq
             batch.logits[k] = state >= 0
         batch.n_tokens = len(items)
+        self._rows_in_batch = sum(item[3] >= 0 for item in items)
         self.stats.tokens += len(items)
 
     def _decode(self) -> None:
         self.stats.decodes += 1
+        one_token = self._batch.n_tokens == 1
+        if self._tuner is not None:
+            self._use_threads(self._tuner.next() if one_token else self._tuner.current)
+        began = time.perf_counter()
         status = llama_cpp.llama_decode(self._ctx, self._batch)
         while status == _DECODE_ABORTED:  # `stop_now`: llama.cpp dropped the batch's positions from the cache
             self.check_interrupt()  # stale work stops here; a stop asked of the work before is no reason
             status = llama_cpp.llama_decode(self._ctx, self._batch)
+        rows = self._rows_in_batch
+        elapsed = (time.perf_counter() - began) * 1000
+        if status == 0 and one_token and self._tuner is not None:
+            self._tuner.record(self._threads, elapsed)
+        if status == 0 and rows == self._batch.n_tokens and rows <= _TIMED_ROWS:
+            # what a check of this many rows costs (`check_cost`): a moving average, as the machine's load moves
+            known = self._decode_ms.get(rows)
+            self._decode_ms[rows] = elapsed if known is None else 0.7 * known + 0.3 * elapsed
         if status != 0:
             # The cache state is unknown after a failed batch: start clean next time.
             self.reset()
@@ -583,6 +673,11 @@ class LlamaLM(LanguageModel):
                 f"llama_decode failed with status {status}"
                 + (" (the KV cache is full: raise n_ctx)" if status == 1 else "")
             )
+
+    def _use_threads(self, threads: int) -> None:
+        if threads != self._threads:
+            llama_cpp.llama_set_n_threads(self._ctx, threads, threads)
+            self._threads = threads
 
     def _logits(self, batch_index: int) -> np.ndarray:
         """The logits of a batch entry, in llama.cpp's buffer (a view, valid until the next decode); with
@@ -592,6 +687,30 @@ class LlamaLM(LanguageModel):
         if not pointer:
             raise RuntimeError(f"llama.cpp has no logits for batch entry {batch_index}")
         return np.ctypeslib.as_array(ctypes.cast(pointer, ctypes.POINTER(ctypes.c_float)), (self.n_vocab,))
+
+
+class _Walk:
+    """One state's way along its draft (`LanguageModel.check_drafts`): the choices so far, and whether it goes on."""
+
+    def __init__(self, draft: Sequence[int]) -> None:
+        self.draft = draft
+        self.tokens: list[int] = []
+        self.stopped = False
+
+    def goes_on(self, position: int) -> bool:
+        """Whether the choice at ``position`` is wanted: every choice before it took the draft's token."""
+        return not self.stopped and len(self.tokens) == position and (not position or self.tokens[-1] == self.draft[position - 1])
+
+    def take(self, token: int | None) -> None:
+        if token is None:
+            self.stopped = True
+        else:
+            self.tokens.append(token)
+
+    def accepted(self) -> int:
+        """The draft's tokens that were chosen."""
+        count = min(len(self.tokens), len(self.draft))
+        return count if self.tokens[:count] == list(self.draft[:count]) else count - 1
 
 
 def _as_asked(order: dict[State, int], states: Sequence[Sequence[int]], answers: np.ndarray) -> np.ndarray:
@@ -669,6 +788,30 @@ def greedy_choice(logits: np.ndarray, banned: np.ndarray, scratch: np.ndarray) -
     return token, logprob_of(logits, token, normaliser)
 
 
+def _new_context(model: GGUFModel, n_ctx: int, n_seq: int, n_batch: int, threads: int,
+                 backend_greedy: bool) -> llama_cpp.llama_context_p:
+    """A llama.cpp context of ``n_seq`` sequences of ``n_ctx`` tokens, each in a KV stream of its own."""
+    params = llama_cpp.llama_context_default_params()
+    params.n_ctx = n_ctx * n_seq
+    params.n_batch = params.n_ubatch = n_batch
+    params.n_seq_max = n_seq
+    params.n_threads = params.n_threads_batch = threads
+    params.kv_unified = False  # one stream per sequence: exact results (see the module docstring)
+    params.swa_full = True  # sliding-window layers keep every position, so any prefix can be reused
+    params.no_perf = True
+    if backend_greedy:
+        params.n_outputs_max_per_seq = 0  # any number of outputs per sequence (token_logprobs asks 64)
+    _check_context_fits(model, n_ctx, n_seq)
+    with llama_log() as errors:
+        context = llama_cpp.llama_init_from_model(model.handle, params)
+    if not context:
+        raise ModelError(
+            f"llama.cpp could not create a context of {n_ctx} tokens x {n_seq} sequences for "
+            f"{model.path.name} ({llama_reason(errors)}) -- lower the `contextSize` setting"
+        )
+    return context
+
+
 def _check_context_fits(model: GGUFModel, n_ctx: int, n_seq: int) -> None:
     """Refuse a context llama.cpp cannot address or this machine cannot hold, before allocating it.
 
@@ -723,5 +866,8 @@ def document_start(vocab_handle: llama_cpp.llama_vocab_p) -> int:
 _Work = tuple[int, int, int, int]
 """One batch entry: token, position, sequence, and the state whose last token
 it is (-1 when no logits are wanted)."""
+
+_TIMED_ROWS = 16
+"""Decodes of up to this many rows are timed for `LlamaLM.check_cost` (a draft's check is at most that)."""
 
 _COPY_GAIN = 4  # copying a sequence's stream pays off once it saves this many tokens

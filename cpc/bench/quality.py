@@ -38,6 +38,7 @@ from pathlib import Path
 
 from cpc.bench.corpus import expand
 from cpc.bench.report import LATENCY_COLUMNS, grouped_bars, print_rows, pyplot, ratio
+from cpc.draft import DraftParameters
 from cpc.engine import Engine
 from cpc.fusion import Fusion, FusionWeights, WorkspaceModel
 from cpc.generate import Generation, Options, generate
@@ -150,17 +151,19 @@ class Outcome:
     ms: float
     lm_calls: int
     text: str
+    drafted: int = 0
+    accepted: int = 0
 
 
 def complete_case(
     engine: Engine, case: Case, mode: str, max_tokens: int, document: WorkspaceModel | None = None,
-    weights: FusionWeights = FusionWeights(),
+    weights: FusionWeights = FusionWeights(), drafts: DraftParameters = DraftParameters(),
 ) -> Outcome:
     """One cold request, scored against the file; with ``document`` (`document_model`), fused."""
     started = time.perf_counter()
     fusion = document.fusion(document_key(case), weights) if document is not None else None
     fusion_ms = (time.perf_counter() - started) * 1000
-    generation = cold_generate(engine, case.prefix, Options(mode=mode, max_tokens=max_tokens), fusion)
+    generation = cold_generate(engine, case.prefix, Options(mode=mode, max_tokens=max_tokens, drafts=drafts), fusion)
     text = first_text(generation)
     return Outcome(
         kind=case.kind,
@@ -169,6 +172,8 @@ def complete_case(
         ms=generation.elapsed_ms + fusion_ms,
         lm_calls=generation.lm_calls,
         text=text,
+        drafted=generation.drafted,
+        accepted=generation.accepted,
     )
 
 
@@ -207,7 +212,8 @@ def line_exact(text: str, line_rest: str) -> bool:
 
 def summarise(outcomes: list, rates: tuple[str, ...] = ("word_exact", "line_exact")) -> dict:
     """``n``, the share of outcomes where each boolean field in ``rates`` holds, and latency
-    (``p50_ms``, ``p95_ms``) and model calls per request, from objects with ``ms`` and ``lm_calls``."""
+    (``p50_ms``, ``p95_ms``) and model calls per request, from objects with ``ms`` and ``lm_calls`` (and
+    draft tokens checked and accepted per request, from those with ``drafted`` and ``accepted``)."""
     if not outcomes:
         return {"n": 0}
     times = sorted(o.ms for o in outcomes)
@@ -217,7 +223,10 @@ def summarise(outcomes: list, rates: tuple[str, ...] = ("word_exact", "line_exac
         "p50_ms": round(statistics.median(times), 1),
         "p95_ms": round(times[min(len(times) - 1, round(0.95 * (len(times) - 1)))], 1),
         "lm_calls": round(statistics.mean(o.lm_calls for o in outcomes), 2),
-    }
+    } | ({
+        "drafted": round(statistics.mean(o.drafted for o in outcomes), 2),
+        "accepted": round(statistics.mean(o.accepted for o in outcomes), 2),
+    } if hasattr(outcomes[0], "drafted") else {})
 
 
 def run(
@@ -230,6 +239,7 @@ def run(
     progress: Callable[[str, float], None] | None = None,
     prompt: str = "long",
     fusion: FusionWeights | None = None,
+    drafts: DraftParameters = DraftParameters(),
 ) -> dict:
     """The whole benchmark: the ``--json`` object of ``cpc bench``; with ``fusion``, every mode fused."""
     if prompt not in PROMPTS:
@@ -242,7 +252,7 @@ def run(
     for number, case in enumerate(drawn):
         document = document_model(engine, case) if fusion is not None else None
         for mode in modes:
-            outcomes[mode].append(complete_case(engine, case, mode, max_tokens, document, fusion))
+            outcomes[mode].append(complete_case(engine, case, mode, max_tokens, document, fusion or FusionWeights(), drafts))
         report(f"case {number + 1}/{len(drawn)} ({case.kind})", (number + 1) / len(drawn))
     results = {
         mode: {kind: summarise([o for o in rows if o.kind == kind]) for kind in KINDS}
@@ -256,6 +266,7 @@ def run(
         "seed": seed,
         "prompt": prompt,
         "fusion": asdict(fusion) if fusion is not None else None,
+        "drafts": asdict(drafts),
         "prompt_tokens_p50": statistics.median(len(engine.tokenizer.encode(c.prefix.encode("utf-8"))) for c in drawn),
         "results": results,
         "overall": overall,
