@@ -55,7 +55,7 @@ from dataclasses import replace  # noqa: E402
 
 from cpc.bench import quality  # noqa: E402
 from cpc.bench.corpus import expand  # noqa: E402
-from cpc.draft import PRIOR_KEPT, DraftParameters  # noqa: E402
+from cpc.draft import PRIOR_KEPT, DraftParameters, kept  # noqa: E402
 from cpc.engine import Engine  # noqa: E402
 from cpc.generate import MODES, Options, generate, warm  # noqa: E402
 from cpc.lm import greedy_choice  # noqa: E402
@@ -125,8 +125,8 @@ def lines(engine: Engine, cases: int, seed: int, modes: list[str], variants: lis
     def spy(engine_, live, drafts, banned, fusion, margin):  # acceptance by match length, for the table
         steps = original(engine_, live, drafts, banned, fusion, margin)
         for stream, draft, step in zip(live, drafts, steps):
-            kept = next((i for i, (token, chosen) in enumerate(zip(draft, step)) if token != chosen[0]), min(len(draft), len(step)))
-            kept_by_match.setdefault(min(stream.match, max(PRIOR_KEPT)), []).append((len(draft), kept))
+            taken = kept(draft, [token for token, _, _ in step])
+            kept_by_match.setdefault(min(stream.match, max(PRIOR_KEPT)), []).append((len(draft), taken))
         return steps
 
     rows = {mode: {variant: [] for variant in variants} for mode in modes}

@@ -40,7 +40,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-__all__ = ["Draft", "DraftParameters", "DraftPolicy", "Lookup"]
+__all__ = ["Draft", "DraftParameters", "DraftPolicy", "Lookup", "kept"]
 
 
 @dataclass(frozen=True)
@@ -77,6 +77,15 @@ class Draft(NamedTuple):
 
 
 NO_DRAFT = Draft((), 0)
+
+
+def kept(draft: Sequence[int], chosen: Sequence[int]) -> int:
+    """How many of the draft's tokens the choices made along it took.
+
+    >>> kept((5, 6, 7), [5, 6, 9]), kept((5, 6), [5, 6, 1]), kept((5, 6), [5])
+    (2, 2, 1)
+    """
+    return next((i for i, (token, choice) in enumerate(zip(draft, chosen)) if token != choice), min(len(draft), len(chosen)))
 
 class Lookup:
     """Proposes drafts for a growing state: what followed the latest earlier occurrence of its longest ending.

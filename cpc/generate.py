@@ -48,14 +48,14 @@ import numpy as np
 
 from cpc.conditioning import stable_tokens
 from cpc.detok import Detokenizer
-from cpc.draft import Draft, DraftParameters, Lookup
+from cpc.draft import Draft, DraftParameters, Lookup, kept
 from cpc.lm import Cancelled, State, best_allowed, greedy_choice, log_softmax
 from cpc.start import FirstToken, Fused, Start, contenders, first_tokens, rank_starts
 from cpc.window import MAX_SUFFIX_TOKENS, fit_window, prompt_window
 
 if TYPE_CHECKING:
     from cpc.engine import Engine
-    from cpc.fusion import Fusion, FusionState, NextStates
+    from cpc.fusion import Fusion, FusionState
 
 __all__ = ["MODES", "Cancelled", "Completion", "Generation", "Options", "StopRules", "generate", "prompt_frame", "warm"]
 
@@ -97,7 +97,8 @@ class Options:
     further behind wins only where the best path's likeliest next token has a probability under
     ``e**-margin`` (2 % for 4 nats); each path evaluated costs the model's output layer once more."""
     drafts: DraftParameters = DraftParameters()
-    """Speculative drafts from the text itself (`cpc.draft`): fewer model calls, the same texts."""
+    """Speculative drafts from the text itself (`cpc.draft`), for a model that checks them cheaply (on a GPU):
+    fewer model calls for the texts decoding without them gives (near-ties aside: docs/benchmarks.md)."""
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -398,7 +399,7 @@ def _continue(
         if any(drafts):
             steps = _choose_along(engine, live, drafts, banned, fusion, options.drafts.clear_margin)
             for stream, draft, step in zip(live, drafts, steps):
-                engine.drafts.record(stream.match, len(draft), len(step) - 1)
+                engine.drafts.record(stream.match, len(draft), kept(draft, [token for token, _, _ in step]))
         else:
             steps = _choose(engine, live, banned, fusion)
         for stream, step in zip(live, steps):
