@@ -219,11 +219,12 @@ def main() -> None:
     parser.add_argument("--prompt-tokens", type=int, default=400)
     parser.add_argument("--repeat", type=int, default=7)
     parser.add_argument("--largest", type=int, default=16)
-    parser.add_argument("--threads", type=int, default=0, help="the model's threads (0: every core)")
+    parser.add_argument("--threads", type=int, default=0, help="the model's threads (0: chosen by load, as the product)")
+    parser.add_argument("--gpu-layers", type=int, default=0, help="model layers on the GPU (-1: all; docs/gpu.md)")
     parser.add_argument("--json", type=Path)
     parser.add_argument("--plot")
     args = parser.parse_args()
-    engine = Engine.load(args.model, threads=args.threads or None, progress=stderr_progress)
+    engine = Engine.load(args.model, threads=args.threads or None, gpu_layers=args.gpu_layers, progress=stderr_progress)
     result: dict = {"model": engine.vocab.name, "threads": args.threads or "auto", "busy": args.busy}
     busy = subprocess.Popen([sys.executable, "-c", "while True: pass"]) if args.busy else None
     try:
