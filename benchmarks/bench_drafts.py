@@ -55,6 +55,7 @@ from dataclasses import replace  # noqa: E402
 
 from cpc.bench import quality  # noqa: E402
 from cpc.bench.corpus import expand  # noqa: E402
+from cpc.bench.report import pyplot  # noqa: E402
 from cpc.draft import PRIOR_KEPT, DraftParameters, kept  # noqa: E402
 from cpc.engine import Engine  # noqa: E402
 from cpc.generate import MODES, Options, generate, warm  # noqa: E402
@@ -182,11 +183,7 @@ def _kept_rates(kept_by_match: dict[int, list[tuple[int, int]]]) -> dict:
 
 
 def plot(result: dict, path: str) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     rows = result["rows"]
     ks = [row["k"] for row in rows]
     figure, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
