@@ -310,8 +310,7 @@ class LlamaLM(LanguageModel):
         ``backend_greedy`` computes a greedy step's normaliser in the model's
         graph (`cpc.backend_sampling`); by default, when the model's layers
         are on a GPU. ``threads`` fixes the CPU threads; by default every
-        core, or one fewer while that decodes faster (`cpc.threads`: another
-        process holds a core).
+        core, or one fewer while another process holds one (`cpc.threads`).
         """
         self.model = model
         self.vocab = vocab

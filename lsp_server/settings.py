@@ -66,8 +66,8 @@ class Settings:
     gpu_layers: int = 0
     """Layers offloaded to the GPU (-1: all) when llama-cpp-python was built with CUDA or Metal."""
     threads: int = 0
-    """CPU threads for the model; 0 uses every core this process may run on, or one fewer while that
-    decodes faster (another process holds a core: `cpc.threads`)."""
+    """CPU threads for the model; 0 uses every core this process may run on, or one fewer while another
+    process holds one (`cpc.threads`)."""
     context_size: int = DEFAULT_CONTEXT_SIZE
     """Tokens of context per sequence in the model's KV cache (memory grows with it)."""
     remote_vocab: str = _REMOTE.vocab
