@@ -57,7 +57,7 @@ class LlamaServer:
         self.port = port or free_port()
         self.parallel = parallel
         self.slot_context = slot_context
-        self.threads = threads or MODEL_THREADS or len(os.sched_getaffinity(0))
+        self.threads = threads or MODEL_THREADS
         self.kv_unified = kv_unified
         self.extra = extra
         self.log_path = log_path
