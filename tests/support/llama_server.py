@@ -10,7 +10,6 @@ tested against the real server or not at all.
 from __future__ import annotations
 
 import json
-import os
 import signal
 import socket
 import subprocess
