@@ -401,16 +401,14 @@ class LlamaLM(LanguageModel):
         return self._decode_ms.get(rows)
 
     def check_drafts(self, states: Sequence[Sequence[int]], drafts: Sequence[Sequence[int]],
-                     choose: Callable[[int, int, np.ndarray], int]) -> list[State]:
+                     choose: Callable[[int, int, np.ndarray], int | None]) -> list[State]:
         """Each state and its draft in one sequence of the KV cache, read in one evaluation with logits for
         the rows the walk may need; a row past a state's first departure from its draft is not looked at,
         and the cells past its accepted tokens are dropped."""
-        arrays = [np.asarray((*state, *draft), dtype=np.int64) for state, draft in zip(states, drafts)]
-        if len({tuple(array) for array in arrays}) < len(arrays) or len(arrays) > self.n_seq:
+        whole = [(*state, *draft) for state, draft in zip(states, drafts)]
+        if len(self.distinct_states(whole)) < len(whole) or len(whole) > self.n_seq:
             return super().check_drafts(states, drafts, choose)  # the same sequence twice: the plain way
-        for array in arrays:
-            if len(array) > self.n_ctx:
-                raise ValueError(f"a state of {len(array)} tokens does not fit the context of {self.n_ctx}")
+        arrays = [np.asarray(sequence, dtype=np.int64) for sequence in whole]
         self.check_interrupt()
         walks = [_Walk(draft) for draft in drafts]
 
