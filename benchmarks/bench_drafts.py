@@ -24,8 +24,8 @@ figure is the model's time; the host's part per row read is measured apart
 server does); each prompt is read first into an emptied cache (warm, as
 after a pause, and the same for every run), then the rest of the line is
 generated in each mode with drafts off (twice: two plain runs agree), with
-the cost-aware drafts a model on a GPU gets (`cpc.draft.DraftParameters`,
-checked here on the CPU too), and with every draft checked whole
+the cost-aware drafts (`cpc.draft.DraftParameters`; the product leaves
+them off), and with every draft checked whole
 (``cost_aware=False``, the acceptance measurement). Reported: texts
 identical to no drafts, model calls, draft tokens checked and kept,
 generation time p50/p95, and how often a draft's first and next tokens

@@ -21,9 +21,10 @@ speculative decoding, Leviathan et al. 2023, with no draft model).
 `cpc.generate` checks a draft in one model call
 (`cpc.lm.LanguageModel.check_drafts`) and keeps only the tokens greedy
 decoding chooses there too, plus the model's own next token. It does so
-for a model whose rows are cheap (`LanguageModel.checks_drafts_cheaply`: a
-model on a GPU); on this project's 2-core CPU, drafts saved model calls
-but no time (docs/benchmarks.md).
+for a model whose rows are cheap (`LanguageModel.checks_drafts_cheaply`).
+No backend is that yet, as measured: on this project's 2-core CPU and on
+an H200, drafts saved model calls but no time (docs/benchmarks.md,
+docs/gpu.md).
 
     >>> lookup = Lookup(DraftParameters(max_tokens=4))
     >>> lookup.propose((5, 1, 2, 3, 4, 9, 1, 2))  # "1 2" was followed by "3 4 9 1"

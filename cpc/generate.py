@@ -97,7 +97,7 @@ class Options:
     further behind wins only where the best path's likeliest next token has a probability under
     ``e**-margin`` (2 % for 4 nats); each path evaluated costs the model's output layer once more."""
     drafts: DraftParameters = DraftParameters()
-    """Speculative drafts from the text itself (`cpc.draft`), for a model that checks them cheaply (on a GPU):
+    """Speculative drafts from the text itself (`cpc.draft`), for a model that checks them cheaply:
     fewer model calls for the texts decoding without them gives (near-ties aside: docs/benchmarks.md)."""
 
     def __post_init__(self) -> None:

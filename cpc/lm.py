@@ -208,7 +208,11 @@ class LanguageModel(ABC):
 
     checks_drafts_cheaply: bool = False
     """Whether `check_drafts` reads a state and its draft in one evaluation at a cost that a kept draft
-    repays; without it, generation proposes no drafts."""
+    repays; without it, generation proposes no drafts. Off for every backend, as measured: on a CPU each
+    row of a check costs the output layer (262,144 logits for Gemma 3), and drafts saved model calls but
+    no time (docs/benchmarks.md); on an H200 a row was cheap on the device but cost the host 0.39 ms, so
+    drafts saved no time either, and a draft's cells, computed in a batch, moved a later close choice in
+    1 line of 40 (docs/gpu.md). Benchmarks set it to measure them."""
 
     def check_drafts(self, states: Sequence[Sequence[int]], drafts: Sequence[Sequence[int]],
                      choose: Callable[[int, int, np.ndarray], int | None]) -> list[State]:
@@ -324,10 +328,6 @@ class LlamaLM(LanguageModel):
         self._threads = threads or len(os.sched_getaffinity(0))
         on_gpu = model.placement is not None and model.placement.offloaded > 0
         backend_greedy = on_gpu if backend_greedy is None else backend_greedy
-        self.checks_drafts_cheaply = on_gpu
-        """Drafts are checked for a model on a GPU, where a row of logits costs little. On a CPU each row
-        costs the output layer (262,144 logits for Gemma 3): on this project's 2-core machine drafts saved
-        model calls but no time (docs/benchmarks.md); set it to measure them there."""
         self._ctx = _new_context(model, n_ctx, n_seq, n_batch, self._threads, backend_greedy)
         self._memory = llama_cpp.llama_get_memory(self._ctx)
         self._greedy_summary = GreedySummary.on(self._ctx, n_seq) if backend_greedy else None

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# The GPU measurements of docs/gpu.md in one short run, most valuable first, each step under its own limit.
+#
+#   bash benchmarks/gpu_checks.sh OUT_DIR        # on a machine whose llama.cpp is a CUDA build
+#
+# After every step, OUT_DIR/gpu_checks.tgz holds every result so far (logs, JSON, plots), so a run
+# cut short still brings back what it measured. CASES, SECONDS_PER_RUN and GPU_LAYERS shorten or move
+# it (GPU_LAYERS=0 CASES=3 SECONDS_PER_RUN=2 checks the script itself on a CPU); STEPS="server typing"
+# runs only the steps it names.
+set -u
+out=${1:?usage: gpu_checks.sh OUT_DIR}
+cases=${CASES:-40}
+seconds=${SECONDS_PER_RUN:-10}
+layers=${GPU_LAYERS:--1}
+ngl=$([ "$layers" = 0 ] && echo 0 || echo 99)
+py=${PYTHON:-python3}
+work=$(mktemp -d)
+mkdir -p "$out"
+
+step() {  # step NAME SECONDS COMMAND...: run it, log it, pack what there is
+    local name=$1 limit=$2; shift 2
+    case " ${STEPS:-$name} " in *" $name "*) ;; *) return ;; esac
+    local began=$SECONDS
+    echo "== $name (limit ${limit} s)"
+    timeout "$limit" "$@" > "$work/$name.log" 2>&1
+    echo "rc $? after $((SECONDS - began)) s"
+    tail -n 25 "$work/$name.log"
+    tar czf "$out/gpu_checks${STEPS:+_${STEPS// /_}}.tgz" -C "$work" .
+}
+
+{ git rev-parse HEAD 2>/dev/null; nvidia-smi --query-gpu=name,compute_cap,driver_version --format=csv,noheader 2>&1; nproc; } \
+    > "$work/machine.txt"
+cat "$work/machine.txt"
+step server 170 $py benchmarks/bench_server.py --set gpuLayers=$layers --prompt short --cases "$cases" --modes cpc,naive \
+    --engine-later --json "$work/server.json"
+step typing 70 $py benchmarks/bench_lsp.py --only typing --set gpuLayers=$layers --json "$work/typing.json"
+step profile 60 $py benchmarks/profile_request.py --gpu-layers "$layers" --cases 30 --json "$work/profile.json"
+step drafts_cost 45 $py benchmarks/bench_drafts.py --gpu-layers "$layers" --only cost --json "$work/drafts_cost.json"
+step drafts_lines 60 $py benchmarks/bench_drafts.py --gpu-layers "$layers" --only lines --cases "$cases" \
+    --json "$work/drafts_lines.json"
+step remote 90 $py benchmarks/bench_remote.py --only throughput --server-args "-ngl $ngl" --editors 1,8,32 \
+    --seconds "$seconds" --json "$work/remote.json"
+rm -rf "$work"
