@@ -106,8 +106,11 @@ def _add_bench(commands: argparse._SubParsersAction) -> None:
     bench.add_argument("--fusion-weights", metavar="ngram=X,identifiers=Y",
                        help="with --fusion or --workspace: fusion weights (default: cpc.fusion.FusionWeights())")
     bench.add_argument("--gpu-layers", type=int, default=0, help=GPU_LAYERS_HELP)
+    bench.add_argument("--threads", type=int, default=0,
+                       help="the model's CPU threads (default 0: every core, one fewer while another process holds "
+                            "one, as the server; a fixed count gives the same texts whatever the load)")
     bench.add_argument("--drafts", choices=("auto", "on", "off"), default="auto",
-                       help="speculative drafts (cpc.draft): auto as the product (on for a model on a GPU), "
+                       help="speculative drafts (cpc.draft): auto as the product (off: they saved no time), "
                             "on (also on a CPU, to measure them) or off")
     bench.add_argument("--json", metavar="OUT", help="write the results as JSON")
     bench.add_argument("--plot", metavar="OUT.png", help="write a bar chart")
@@ -215,7 +218,7 @@ def _bench(args: argparse.Namespace) -> int:
     if unknown:
         raise ValueError(f"unknown mode(s) {', '.join(unknown)}: choose among {', '.join(MODES)}")
     weights = FusionWeights.parse(args.fusion_weights) if args.fusion else None
-    engine = Engine.load(args.model, gpu_layers=args.gpu_layers, progress=stderr_progress)
+    engine = Engine.load(args.model, gpu_layers=args.gpu_layers, threads=args.threads or None, progress=stderr_progress)
     if args.drafts == "on":
         engine.lm.checks_drafts_cheaply = True
     drafts = DraftParameters(max_tokens=0) if args.drafts == "off" else DraftParameters()

@@ -6,6 +6,7 @@ import sys
 
 import pytest
 
+from tests.support.threads import MODEL_THREADS
 
 HANG_GUARD_S = 600
 """Only a hang is a failure here: speed targets live in the benchmarks (a shared 2-core machine is noisy)."""
@@ -166,7 +167,8 @@ def test_bench_fusion_at_zero_weight_changes_no_text(tmp_path):
     for name, extra in (("plain", ()), ("fused", ("--fusion", "--fusion-weights", "ngram=0,identifiers=0"))):
         out = tmp_path / f"{name}.json"
         result = run_cpc("bench", "--model", "smollm2", "--files", "<stdlib>/json/**/*.py", "--cases", "4", "--seed", "3",
-                         "--modes", "naive,cpc", "--max-tokens", "4", "--prompt", "short", "--json", str(out), *extra)
+                         "--modes", "naive,cpc", "--max-tokens", "4", "--prompt", "short", "--json", str(out),
+                         "--threads", str(MODEL_THREADS), *extra)  # a fixed count: the texts must not follow the load
         assert result.returncode == 0, result.stderr
         payload = json.loads(out.read_text())
         texts[name] = [(case["naive"]["text"], case["cpc"]["text"]) for case in payload["per_case"]]
