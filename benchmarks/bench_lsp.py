@@ -27,6 +27,12 @@ unanswered from the key before, then a request, as VS Code does. It
 reports the time from the first key to the first suggestion shown, whether
 that suggestion agrees with the file's own text, and the latency of every
 answered request after it, split into cache and model answers.
+
+The next-line part (``--only next-line``) accepts a whole-line suggestion
+and presses Enter (`next_line_scenario`): it reports how long the next
+line's suggestion takes to show after the Enter, and whether the suggestion
+cache answered it (the server foresees the next line after an answer that
+ends its line: `lsp_server.requests.Foresight`).
 """
 
 from __future__ import annotations
@@ -197,6 +203,58 @@ async def type_name(editor: HeadlessEditor, name: str) -> dict:
     }
 
 
+ACCEPT_PAUSE_S = 0.5
+"""How long a person reads a whole-line suggestion before Tab accepts it."""
+ENTER_PAUSE_S = 0.15
+"""From Tab to Enter."""
+
+
+async def next_line_scenario(model: str, settings: dict) -> list[dict]:
+    """Accepting a whole line, then Enter: how long until the next line's suggestion is on screen.
+
+    One trial per scenario file, each in a fresh server. The middle line (`scenario_targets`) ends after
+    its first name's first character; after `READING_S` the name's next character is typed, and the
+    suggestion is followed as it grows. After `ACCEPT_PAUSE_S` Tab accepts it (a ``didChange``, then the
+    request an editor makes at the new cursor), and after `ENTER_PAUSE_S` Enter opens the next line with
+    the line's indentation, as an editor indents, and a request follows it.
+    """
+    trials = []
+    for uri, before, name, after in scenario_targets():
+        rest_of_file = after[after.find("\n") :]
+        async with HeadlessEditor(["--model", model], settings=settings) as editor:
+            await editor.open(uri, before + name[0] + rest_of_file, cursor=len(before) + 1)
+            await asyncio.sleep(READING_S)
+            editor.type(name[1])
+            shown = [text for _, text in await editor.suggest_over_time(horizon_s=10.0)]
+            line = shown[-1] if shown else ""
+            await asyncio.sleep(ACCEPT_PAUSE_S)
+            editor.type(line)
+            editor.request_suggestions()
+            await asyncio.sleep(ENTER_PAUSE_S)
+            editor.type("\n" + before[before.rfind("\n") + 1 :])
+            counts = await editor.status()
+            answers = await editor.suggest_over_time(horizon_s=5.0)
+            first = next(((seconds, text) for seconds, text in answers if text), None)
+            after_counts = await editor.status()
+            file_line = rest_of_file.split("\n")[1].strip()  # what the file itself writes there
+            trials.append({
+                "uri": uri, "accepted": name[:2] + line, "next_line": first[1] if first else "",
+                "file_next_line": file_line, "line_exact": bool(first) and first[1].strip() == file_line,
+                "next_line_ms": round(first[0] * 1000, 1) if first else None,
+                "from_cache": after_counts.from_cache > counts.from_cache,
+                "foreseen": getattr(after_counts, "foreseen", None),
+            })
+        print(f"next line: {uri} ({trials[-1]['next_line_ms']} ms)", file=sys.stderr, flush=True)
+    return trials
+
+
+def next_line_summary(trials: list[dict]) -> dict:
+    times = [t["next_line_ms"] for t in trials if t["next_line_ms"] is not None]
+    return {"trials": len(trials), "next_line_p50_ms": pct(times, 0.5), "next_line_max_ms": max(times, default=None),
+            "never_shown": len(trials) - len(times), "from_cache": sum(t["from_cache"] for t in trials),
+            "line_exact": sum(t["line_exact"] for t in trials)}
+
+
 def writes_name(text: str, rest: str) -> bool:
     """Whether ``text`` writes the name's ``rest`` as far as it goes, and ends the name where it does.
 
@@ -253,7 +311,10 @@ def pct(values: list[float], q: float) -> float:
     return round(ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))], 1) if ordered else float("nan")
 
 
-def run(model: str, chars: int, parts: tuple[str, ...] = ("typing", "scenario"), threads: int = 0,
+PARTS = ("typing", "scenario", "next-line")
+
+
+def run(model: str, chars: int, parts: tuple[str, ...] = PARTS, threads: int = 0,
         repeat: int = 1, changes: dict | None = None) -> dict:
     """The scenario runs with the server's shipping settings (``changes`` over them, for a comparison); the
     typing stretches without debounce, so that each keystroke's request does the same work as its replay."""
@@ -262,6 +323,9 @@ def run(model: str, chars: int, parts: tuple[str, ...] = ("typing", "scenario"),
     if "scenario" in parts:
         trials = asyncio.run(editor_scenario(model, shipped))
         result["editor_scenario"] = scenario_summary(trials) | {"per_trial": trials}
+    if "next-line" in parts:
+        trials = asyncio.run(next_line_scenario(model, shipped))
+        result["next_line"] = next_line_summary(trials) | {"per_trial": trials}
     if "typing" in parts:
         runs = [typing_stretches(model, chars, {**shipped, "debounceMs": 0}) for _ in range(repeat)]
         overheads = [r["server_overhead"] for r in runs]
@@ -340,7 +404,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default="default")
     parser.add_argument("--chars", type=int, default=60, help="characters typed per stretch")
-    parser.add_argument("--only", choices=("typing", "scenario"), help="run one part (no plot)")
+    parser.add_argument("--only", choices=PARTS, help="run one part (no plot)")
     parser.add_argument("--threads", type=int, default=0, help="the server's CPU threads (0: every core)")
     parser.add_argument("--repeat", type=int, default=1, help="typing runs; the overhead reported is their median")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
@@ -348,11 +412,12 @@ def main() -> int:
     parser.add_argument("--json")
     parser.add_argument("--plot")
     args = parser.parse_args()
-    result = run(args.model, args.chars, (args.only,) if args.only else ("typing", "scenario"), args.threads,
+    result = run(args.model, args.chars, (args.only,) if args.only else PARTS, args.threads,
                  args.repeat, dict(parse_setting(item) for item in args.set))
     scenario = result.get("editor_scenario", {})
-    summary = {k: v for k, v in result.items() if k not in ("per_keystroke", "editor_scenario")}
+    summary = {k: v for k, v in result.items() if k not in ("per_keystroke", "editor_scenario", "next_line")}
     summary["editor_scenario"] = {k: v for k, v in scenario.items() if k != "per_trial"}
+    summary["next_line"] = {k: v for k, v in result.get("next_line", {}).items() if k != "per_trial"}
     print(json.dumps(summary, indent=2))
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2))

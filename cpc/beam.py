@@ -145,10 +145,16 @@ class Snapshot:
         return result
 
 
+SNAPSHOT_BUDGET = 48 << 20
+"""Bytes of next-token snapshots kept between requests: about 1 MiB each for Gemma 3's 262,144 tokens,
+so 48, the snapshots of a dozen requests (a request makes about 4). At 256 MiB the server's memory grew
+by about 1.3 MB a request until the cache was full (docs/reliability.md)."""
+
+
 class SnapshotCache:
     """Snapshots per token prefix, fetched from the model in batches, kept LRU."""
 
-    def __init__(self, lm: LanguageModel, index: PrefixIndex, budget_bytes: int = 256 << 20):
+    def __init__(self, lm: LanguageModel, index: PrefixIndex, budget_bytes: int = SNAPSHOT_BUDGET):
         self.lm = lm
         self.index = index
         self._eos_ids = np.asarray(sorted(lm.vocab.eos_ids), dtype=np.int64)
@@ -254,7 +260,7 @@ class ByteBeam:
     """K: the most candidates kept after a step."""
     threshold: float = 1e-3
     """Candidates below ``threshold`` times the best weight are dropped."""
-    snapshot_budget: int = 256 << 20
+    snapshot_budget: int = SNAPSHOT_BUDGET
     beam_cache_size: int = 256
     snapshots: SnapshotCache = field(init=False)
     stats: BeamStats = field(default_factory=BeamStats)

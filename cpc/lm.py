@@ -62,6 +62,12 @@ from cpc.vocab import Vocabulary, common_prefix
 
 State = tuple[int, ...]
 
+OUTPUT_ROWS = 64
+"""Rows of logits one ``llama_decode`` may make (llama.cpp's ``n_outputs_max``). llama.cpp sizes its
+compute buffer by it, 1 MiB a row for Gemma 3's 262,144 logits: 514 MiB at its default (the batch
+size, 512), 65 MiB at 64. The most a call asks is a draft's check (8 states of 7 tokens and the one
+after) and a chunk of `LanguageModel.token_logprobs`; `_evaluate` splits any batch that asks more."""
+
 DEFAULT_CONTEXT_SIZE = 1536
 """Tokens of context per sequence in the KV cache (it keeps ``n_seq`` sequences)."""
 
@@ -485,11 +491,8 @@ class LlamaLM(LanguageModel):
         self._slots[0] = tokens[:0]
         result = np.empty(len(tokens) - 1, dtype=np.float64)
         scratch = np.empty(self.n_vocab, dtype=np.float32)
-        # Every position needs its logits, and llama.cpp keeps n_outputs x
-        # n_vocab floats per batch: small chunks keep that buffer small.
-        chunk = 64
-        for start in range(0, len(tokens) - 1, chunk):
-            positions = range(start, min(start + chunk, len(tokens) - 1))
+        for start in range(0, len(tokens) - 1, OUTPUT_ROWS):  # every position needs its logits
+            positions = range(start, min(start + OUTPUT_ROWS, len(tokens) - 1))
             self._fill([(int(tokens[pos]), pos, 0, pos) for pos in positions])
             self._decode()
             for k, pos in enumerate(positions):
@@ -525,10 +528,9 @@ class LlamaLM(LanguageModel):
             for pos in range(int(reuse[i]), len(state)):
                 work.append((int(state[pos]), pos, int(targets[i]), i if pos >= first_row else -1))
         owner = {int(target): i for i, target in enumerate(targets)}
-        for start in range(0, len(work), PREFILL_CHUNK):
-            if start:
+        for number, chunk in enumerate(_decodes(work)):
+            if number:
                 self.check_interrupt()
-            chunk = work[start : start + PREFILL_CHUNK]
             self._fill(chunk)
             began = time.perf_counter()
             self._decode()
@@ -686,6 +688,26 @@ class LlamaLM(LanguageModel):
         return np.ctypeslib.as_array(ctypes.cast(pointer, ctypes.POINTER(ctypes.c_float)), (self.n_vocab,))
 
 
+def _decodes(work: list[_Work]) -> Iterator[list[_Work]]:
+    """The work in ``llama_decode`` batches of at most `PREFILL_CHUNK` tokens and `OUTPUT_ROWS` rows of logits.
+
+    >>> [len(batch) for batch in _decodes([(0, pos, 0, -1) for pos in range(300)])]
+    [128, 128, 44]
+    >>> [len(batch) for batch in _decodes([(0, pos, pos % 9, 0) for pos in range(72)])]
+    [64, 8]
+    """
+    batch: list[_Work] = []
+    rows = 0
+    for item in work:
+        if len(batch) == PREFILL_CHUNK or (item[3] >= 0 and rows == OUTPUT_ROWS):
+            yield batch
+            batch, rows = [], 0
+        batch.append(item)
+        rows += item[3] >= 0
+    if batch:
+        yield batch
+
+
 class _Walk:
     """One state's way along its draft (`LanguageModel.check_drafts`): the choices so far, and whether it goes on."""
 
@@ -791,6 +813,7 @@ def _new_context(model: GGUFModel, n_ctx: int, n_seq: int, n_batch: int, threads
     params = llama_cpp.llama_context_default_params()
     params.n_ctx = n_ctx * n_seq
     params.n_batch = params.n_ubatch = n_batch
+    params.n_outputs_max = max(OUTPUT_ROWS, n_seq)  # llama.cpp keeps a row per sequence at least
     params.n_seq_max = n_seq
     params.n_threads = params.n_threads_batch = threads
     params.kv_unified = False  # one stream per sequence: exact results (see the module docstring)

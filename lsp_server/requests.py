@@ -30,6 +30,15 @@ may do is one small object per request (`Ticket`):
   at the last edit (at the end of a newly opened file) into the KV cache,
   and, after an answer whose window was cut for ``promptBudgetMs``, the
   whole window.
+- **The next line foreseen** (``warmCache``). After the model's whole answer
+  for a cursor at the end of its line, the worker prepares the suggestion
+  for the line after it, as if the user accepted the answer and pressed
+  Enter, into the suggestion cache: the request that comes after the
+  accept and the Enter (and the editor's indentation, typed on from there)
+  is answered from the cache. The work is wanted while the document's
+  newest request is on the way there (the cursor answered, the suggestion
+  typed through or accepted) or typed on from there; any other request
+  stops it at once (`Foresight`).
 - **Stale work stops at once.** Work that an edit, a request or a cancel
   makes stale (a read-ahead, a request not typed on) is broken into inside
   the model's evaluation (`cpc.session.CompletionSession.stop_now`), so the
@@ -46,7 +55,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Executor, Future
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 from lsprotocol import types
@@ -128,6 +137,46 @@ class Cursor:
                 and "\n" not in typed and newer.prefix.startswith(self.prefix))
 
 
+@dataclass(frozen=True)
+class Foresight:
+    """The next line foreseen after an answer that ends its line: the cursor answered (``start``) and the
+    cursor after its first text and a line break (``target``), where the next suggestion is prepared."""
+
+    start: Cursor
+    target: Cursor
+
+    @classmethod
+    def after(cls, cursor: Cursor, text: str) -> Foresight | None:
+        """The foresight for ``text`` answered at ``cursor``, or None when the cursor's line goes on after it.
+
+        >>> nowhere = types.Range(types.Position(0, 0), types.Position(0, 0))
+        >>> Foresight.after(Cursor("file:///a.py", "    x = ma", "\\r\\nreturn x", "ma", nowhere), "x(a, b)").target.prefix
+        '    x = max(a, b)\\r\\n'
+        >>> Foresight.after(Cursor("file:///a.py", "f(ma", ")\\n", "ma", nowhere), "x")  # the line goes on: none
+        """
+        line_end = "\r\n" if cursor.suffix.startswith("\r\n") else "\n"
+        if not text or "\n" in text or not (cursor.suffix == "" or cursor.suffix.startswith(line_end)):
+            return None
+        return cls(cursor, replace(cursor, prefix=cursor.prefix + text + line_end, word=""))
+
+    def wanted(self, newest: Cursor | None, last: Cursor | None) -> bool:
+        """Whether the document's newest request (``newest``; ``last``, the newest of all) still leads to the
+        target: on the way there (the answer typed through, or accepted) or typed on from it.
+
+        >>> nowhere = types.Range(types.Position(0, 0), types.Position(0, 0))
+        >>> at = lambda prefix: Cursor("file:///a.py", prefix, "\\n", "", nowhere)
+        >>> foresight = Foresight.after(at("x = "), "1")
+        >>> [foresight.wanted(at(p), at(p)) for p in ("x = ", "x = 1", "x = 1\\n    ", "x = 2", "x = 1\\ny\\n")]
+        [True, True, True, False, False]
+        """
+        if newest is None or last is None or last.uri != newest.uri or newest.suffix != self.target.suffix:
+            return False
+        at, target = newest.prefix, self.target.prefix
+        if target.startswith(at):
+            return at.startswith(self.start.prefix)
+        return at.startswith(target) and "\n" not in at[len(target):]
+
+
 class Loading:
     """Whether a model load is under way: requests that come meanwhile wait for its end."""
 
@@ -190,7 +239,7 @@ class Ticket:
 def _counters() -> dict[str, int]:
     return dict.fromkeys((
         "requests", "from_cache", "from_model", "superseded", "stopped", "not_ready",
-        "held", "cut_short", "warmed", "warm_stopped", "kept", "grown",
+        "held", "cut_short", "warmed", "warm_stopped", "kept", "grown", "foreseen", "foresight_stopped",
     ), 0)
 
 
@@ -218,7 +267,8 @@ class Requests:
     ``held``: came while the model loaded and waited for it; ``not_ready``: answered empty for want of a model;
     ``cut_short``: model answers from a window cut for ``promptBudgetMs``;
     ``warmed`` / ``warm_stopped``: prompt windows read ahead while idle, whole / stopped by the user;
-    ``grown``: suggestions answered early that grew, and the editor was told (`SUGGESTION_READY`)."""
+    ``grown``: suggestions answered early that grew, and the editor was told (`SUGGESTION_READY`);
+    ``foreseen`` / ``foresight_stopped``: next lines prepared after an answer, whole / stopped (`Foresight`)."""
     client_grows: bool = field(default=False, init=False)
     """Whether the client asks again on `SUGGESTION_READY`: only then is a request answered early."""
     in_flight: int = field(default=0, init=False)
@@ -370,7 +420,12 @@ class Requests:
         return texts
 
     def _answered_in_full(self, cursor: Cursor, answer: Answer) -> None:
-        """The model's whole answer for ``cursor`` is in: a window cut for ``promptBudgetMs`` is read whole when idle."""
+        """The model's whole answer for ``cursor`` is in: a window cut for ``promptBudgetMs`` is read whole when
+        idle; an answer that ends the line has the next line foreseen first (from the window as it was read)."""
+        if answer.completions and self.settings().warm_cache:
+            foresight = Foresight.after(cursor, answer.completions[0])
+            if foresight is not None:
+                self._foresee(foresight)
         if answer.cut_short:
             self.counts["cut_short"] += 1
             self.schedule_warm(cursor.uri, len(cursor.prefix))
@@ -408,6 +463,30 @@ class Requests:
             "uri": newest.uri, "version": document.version,
             "position": {"line": position.line, "character": position.character},
         })
+
+    def _foresee(self, foresight: Foresight) -> None:
+        """Prepare the suggestion at ``foresight.target`` on the worker, for the suggestion cache."""
+        settings = self.settings()
+        options, fusion, target = settings.options, settings.fusion_weights, foresight.target
+
+        def stale() -> bool:
+            return not foresight.wanted(self.newest.get(target.uri), self.last_cursor)
+
+        def work() -> None:
+            if stale():
+                self.counts["foresight_stopped"] += 1
+                return
+            try:
+                self._run(stale, lambda: self.session.complete(
+                    target.uri, target.prefix, target.suffix, options, stale, fusion))
+            except Cancelled:
+                self.counts["foresight_stopped"] += 1
+            except Exception:  # foreseeing is a favour: it must not take the worker down
+                log.exception("foreseeing the next line failed")
+            else:
+                self.counts["foreseen"] += 1
+
+        self.worker.submit(work)
 
     # -- edits, and the documents closed ---------------------------------------------
 

@@ -355,6 +355,29 @@ async def test_an_early_answer_grows_to_the_end_of_the_line_and_the_editor_is_to
     assert after.growing == 0 and after.running == 0
 
 
+async def test_the_next_line_is_foreseen_after_an_answer_that_ends_its_line(client: LanguageClient):
+    """``warmCache``: after the model's whole answer for a cursor at the end of its line, the worker prepares the
+    next line's suggestion as if the answer were accepted and Enter pressed: accepted, with Enter typed, the
+    suggestion cache answers there, with no model work."""
+    uri = "file:///foresee.py"
+    text, line, character = textwrap_case("self.break_on_hyphens = break_on_hyphens", "self.break_on_h")
+    client.workspace_did_change_configuration(
+        types.DidChangeConfigurationParams(settings={"cpc": {**SETTINGS, "warmCache": True}}))
+    try:
+        open_document(client, uri, text)
+        before = await status(client)
+        first = (await inline(client, uri, line, character)).items[0]
+        foreseen = await wait_for_status(client, lambda s: s.foreseen > before.foreseen, "the next line foreseen")
+        insert(client, uri, 2, line, character, first.insert_text[character - first.range.start.character :] + "\n")
+        following = await inline(client, uri, line + 1, 0)
+        after = await status(client)
+    finally:
+        client.workspace_did_change_configuration(types.DidChangeConfigurationParams(settings={"cpc": SETTINGS}))
+    assert first.insert_text.startswith("break_on_hyphens")
+    assert following.items and following.items[0].insert_text.strip(), "the next line, from the cache"
+    assert after.from_cache == foreseen.from_cache + 1 and after.from_model == foreseen.from_model
+
+
 async def test_an_invoked_request_gets_the_whole_line(client: LanguageClient):
     """A request the user invoked is not answered early: VS Code does not ask again at a place where its items
     came from an invoked request, so the first word would stay on screen."""
