@@ -37,6 +37,14 @@ request is written and an answer read for each serving API
   The client remembers the last prompt its slot read (`cached_length`, for
   prompt-time budgets), and `prefill` reads a prompt ahead with nothing
   generated (llama.vim's warm-up request) where the API allows.
+- **Credentials and TLS.** With a key (`API_KEY_ENV` in the environment:
+  never a setting, never in a log or a message), every request carries it
+  as ``Authorization: Bearer``, as llama-server's, vLLM's and SGLang's
+  ``--api-key`` expect. A refused key (HTTP 401 or 403) is final for the
+  client (`RemoteRefused`): it says so and where the key is set, and asks
+  the server nothing more. ``https://`` addresses are verified against the
+  system's certificate authorities and ``RemoteOptions.ca_file`` (a
+  company's own CA); there is no way to turn verification off.
 - **Faults.** Every request has a timeout. A refused or dropped connection
   and a 5xx answer are retried with backoff; then `RemoteUnavailable` says
   what happened and where, and the next call tries again (the server may be
@@ -58,12 +66,13 @@ import math
 import os
 import random
 import socket
+import ssl
 import threading
 import time
 from collections import deque
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 import numpy as np
@@ -77,6 +86,10 @@ from cpc.tokenizer import LlamaTokenizer
 log = logging.getLogger(__name__)
 
 REMOTE_SCHEMES = ("http://", "https://")
+API_KEY_ENV = "CPC_REMOTE_API_KEY"
+"""The environment variable whose value is sent as the server's key (VS Code sets it from its secret storage)."""
+WHERE_THE_KEY_GOES = (f"set the server's key in {API_KEY_ENV} where the editor starts (VS Code: the command "
+                      "\"CPC: Set Remote API Key\")")
 
 WIDEN_TOLERANCE = 0.05
 """Widen K for a state while the tokens that may spell the expected text and lie outside the top K
@@ -106,6 +119,10 @@ def is_remote(model: object) -> bool:
 
 class RemoteUnavailable(RuntimeError):
     """The server did not answer (refused, dropped, timed out, 5xx): says where and what happened."""
+
+
+class RemoteRefused(ModelError):
+    """The server refused this client's key, or asked for one it lacks (HTTP 401 or 403): final for the client."""
 
 
 class RemoteMismatch(ModelError):
@@ -140,6 +157,11 @@ class RemoteOptions:
     api: str = "auto"
     """The serving API (`cpc.serving.KINDS`): ``llama-server`` (``/completion``), ``openai``
     (``/v1/completions``: vLLM, SGLang), or ``auto`` (llama-server when ``/props`` answers)."""
+    ca_file: str | None = None
+    """A PEM file of certificate authorities that ``https://`` servers may be signed by, besides the system's."""
+    api_key: str | None = field(default_factory=lambda: os.environ.get(API_KEY_ENV) or None, repr=False)
+    """Sent as ``Authorization: Bearer`` on every request: from the environment (`API_KEY_ENV`), never a
+    setting; left out of this object's ``repr``, so no log or message shows it."""
 
 
 @dataclass
@@ -247,6 +269,9 @@ class RemoteLM(LanguageModel):
         self._lock = threading.Lock()
         self._local = threading.local()
         self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="cpc-remote")
+        self._tls = _tls_context(options.ca_file) if self._https else None
+        self._refused: str | None = None
+        """Why the server refused this client's key: then nothing more is asked of it."""
 
     # -- the server -------------------------------------------------------------
 
@@ -280,11 +305,11 @@ class RemoteLM(LanguageModel):
                  "llama.cpp" if props is not None else models[0].get("id"), self.slot)
 
     def try_connect(self) -> bool:
-        """`connect`, with an unreachable server noted in `last_error` instead of raised (it may start later)."""
+        """`connect`, with an unreachable server (it may start later) or a refused key noted in `last_error`
+        instead of raised."""
         try:
-            self.connect()
-        except RemoteUnavailable as error:
-            self.last_error = str(error)
+            self._call(lambda: None)
+        except (RemoteUnavailable, RemoteRefused) as error:
             log.warning("%s", error)
             return False
         return True
@@ -344,7 +369,7 @@ class RemoteLM(LanguageModel):
             return
         try:
             self._request("POST", f"/slots/{self.slot}?action=erase", {})
-        except (RemoteUnavailable, RemoteMismatch) as error:
+        except (RemoteUnavailable, RemoteMismatch, RemoteRefused) as error:
             log.debug("erasing slot %s failed: %s", self.slot, error)
 
     def cached_length(self, state: Sequence[int]) -> int:
@@ -381,11 +406,17 @@ class RemoteLM(LanguageModel):
         return rows[[unique[tuple(state)] for state in states]]
 
     def _call(self, work):
-        """``work()`` after the first connection; a failure is remembered (`last_error`) and raised."""
+        """``work()`` after the first connection; a failure is remembered (`last_error`) and raised. After a
+        refused key, nothing is asked of the server (its refusal is raised again)."""
+        if self._refused is not None:
+            raise RemoteRefused(self._refused)
         try:
             if not self._verified:
                 self.connect()
             result = work()
+        except RemoteRefused as error:
+            self._refused = self.last_error = str(error)
+            raise
         except (RemoteUnavailable, RemoteMismatch) as error:
             self._verified = False  # after a failure nothing is known of the server: check it again,
             self._held = ()  # and assume its cache empty
@@ -537,6 +568,8 @@ class RemoteLM(LanguageModel):
         """One JSON request, retried with backoff on a refused or dropped connection and on a 5xx answer."""
         payload = None if body is None else json.dumps(body).encode()
         headers = {"Content-Type": "application/json"} if payload is not None else {}
+        if self.options.api_key:
+            headers["Authorization"] = f"Bearer {self.options.api_key}"
         tries = 1 + max(0, self.options.retries)
         attempt = 0
         while True:
@@ -554,6 +587,13 @@ class RemoteLM(LanguageModel):
                 raise RemoteUnavailable(
                     f"{self.server_name} did not answer {path} within {self.options.timeout_s:g} s "
                     "(overloaded, or stopped?) -- suggestions resume when it answers"
+                ) from error
+            except ssl.SSLCertVerificationError as error:
+                self._drop_connection()
+                # No retry: the same certificate comes back. The next call tries again (it may be renewed).
+                raise RemoteUnavailable(
+                    f"{self.url} presented a certificate this client does not trust ({error.verify_message}) -- "
+                    "set `remoteCaFile` to the PEM file of the authority that signed it"
                 ) from error
             except (OSError, http.client.HTTPException) as error:
                 self._drop_connection()
@@ -575,6 +615,12 @@ class RemoteLM(LanguageModel):
                         self.profile.bytes += len(data)
                     return decoded
                 message = _error_message(data)
+                if self.options.api_key:  # a server or proxy that echoes the request must not put the key in a log
+                    message = message.replace(self.options.api_key, "****")
+                if response.status in (401, 403):
+                    given = "this client's key" if self.options.api_key else "requests without a key"
+                    raise RemoteRefused(f"{self.server_name} refused {given} (HTTP {response.status} {message}) -- "
+                                        f"{WHERE_THE_KEY_GOES}")
                 if response.status < 500:
                     if response.status == 404:
                         raise RemoteMismatch(f"{self.url} has no {path} ({message}): is it a model server?")
@@ -591,8 +637,11 @@ class RemoteLM(LanguageModel):
         """This thread's keep-alive connection."""
         connection = getattr(self._local, "connection", None)
         if connection is None:
-            kind = http.client.HTTPSConnection if self._https else http.client.HTTPConnection
-            connection = kind(self._host, self._port, timeout=self.options.timeout_s)
+            if self._https:
+                connection = http.client.HTTPSConnection(self._host, self._port, timeout=self.options.timeout_s,
+                                                         context=self._tls)
+            else:
+                connection = http.client.HTTPConnection(self._host, self._port, timeout=self.options.timeout_s)
             self._local.connection = connection
         return connection
 
@@ -601,6 +650,17 @@ class RemoteLM(LanguageModel):
         if connection is not None:
             connection.close()
             self._local.connection = None
+
+
+def _tls_context(ca_file: str | None) -> ssl.SSLContext:
+    """Verification against the system's certificate authorities, and those of ``ca_file`` where one is named."""
+    context = ssl.create_default_context()
+    if ca_file:
+        try:
+            context.load_verify_locations(cafile=os.path.expanduser(ca_file))
+        except (OSError, ssl.SSLError) as error:
+            raise ModelError(f"remoteCaFile {ca_file!r} cannot be read as PEM certificates ({error})") from error
+    return context
 
 
 def _loose(ids: np.ndarray, logprobs: np.ndarray, needed: np.ndarray, bound: Bound, n_vocab: int) -> bool:

@@ -46,7 +46,7 @@ from cpc.fusion import FusionWeights, WorkspaceModel
 from cpc.generate import MODES, Options, generate, warm
 from cpc.lm import DEFAULT_CONTEXT_SIZE, Cancelled
 from cpc.models import ModelError, Progress
-from cpc.remote import RemoteLM, RemoteMismatch, RemoteOptions, RemoteUnavailable
+from cpc.remote import RemoteLM, RemoteMismatch, RemoteOptions, RemoteRefused, RemoteUnavailable
 from cpc.serving import KINDS as REMOTE_APIS
 from cpc.window import suffix_window, text_window
 from cpc.workspace import ScanReport, WorkspaceLimits, WorkspaceProgress, workspace_files
@@ -57,12 +57,12 @@ __all__ = [
     # what a caller passes and reads: value types
     "DEFAULT_CONTEXT_SIZE", "MODES", "REMOTE_APIS", "FusionWeights", "Options", "RemoteOptions", "ScanReport", "WorkspaceLimits",
     # the errors a caller catches
-    "Cancelled", "ModelError", "MODEL_SERVER_ERRORS", "RemoteMismatch", "RemoteUnavailable",
+    "Cancelled", "ModelError", "MODEL_SERVER_ERRORS", "RemoteMismatch", "RemoteRefused", "RemoteUnavailable",
 ]
 
-MODEL_SERVER_ERRORS = (RemoteUnavailable, RemoteMismatch)
-"""What a request raises when the model's server does not answer, or serves another model: the
-server is down, not the request wrong (``except MODEL_SERVER_ERRORS``)."""
+MODEL_SERVER_ERRORS = (RemoteUnavailable, RemoteMismatch, RemoteRefused)
+"""What a request raises when the model's server does not answer, serves another model, or refused the
+key: the server is out of reach, not the request wrong (``except MODEL_SERVER_ERRORS``)."""
 
 
 @dataclass(frozen=True)

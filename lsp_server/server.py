@@ -151,13 +151,17 @@ class CPCServer(CheckedLanguageServer):
             self.show(types.MessageType.Warning, f"cpc-lsp: {reason}")
         else:
             log.info("the model server still does not answer: %s", reason)
+        changed = reason != self.server_error
         self.server_error = reason
+        if changed:  # the editors' status items show it (`serverError`)
+            self.notify_status()
 
     def model_answered(self) -> None:
         """The model answered a request: if its server did not answer before, the user hears it is back."""
         if self.server_error is not None:
             self.server_error = None
             self.show(types.MessageType.Info, "cpc-lsp: the model server answers again")
+            self.notify_status()
 
     def status(self) -> dict[str, Any]:
         """``cpc/status``: the model's state, where it runs, the settings, the request counters, the workspace."""

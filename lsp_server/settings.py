@@ -34,6 +34,7 @@ _KEYS = {
     "remoteTopK": "remote_top_k",
     "remoteTimeoutMs": "remote_timeout_ms",
     "remoteApi": "remote_api",
+    "remoteCaFile": "remote_ca_file",
     "mode": "mode",
     "multiline": "multiline",
     "maxTokens": "max_tokens",
@@ -79,6 +80,10 @@ class Settings:
     remote_api: str = _REMOTE.api
     """With a server: ``llama-server`` (its ``/completion``), ``openai`` (``/v1/completions``: vLLM,
     SGLang), or ``auto`` (llama-server when it answers ``/props``)."""
+    remote_ca_file: str = ""
+    """With an ``https://`` server: a PEM file of the certificate authority that signed its certificate (a
+    company's own CA), trusted besides the system's; empty: the system's alone. The server's key is not a
+    setting: it comes from the environment (`cpc.remote.API_KEY_ENV`)."""
     mode: str = "cpc"
     multiline: bool = False
     max_tokens: int = 48
@@ -94,7 +99,8 @@ class Settings:
     mid-word, the word comes quickly on a slow machine."""
     warm_cache: bool = True
     """While the model is idle, read the prompt window at the last edit (and the whole window after
-    an answer from a cut one) into the KV cache, for the next request."""
+    an answer from a cut one) into the KV cache, for the next request; after an answer that ends its
+    line, prepare the next line's suggestion (`lsp_server.requests.Foresight`)."""
     log_documents: bool = False
     """Debugging: let the logs show whole protocol messages, document text included."""
     fusion: bool = True
@@ -130,7 +136,7 @@ class Settings:
     def engine(self) -> EngineSettings:
         remote = RemoteOptions(
             vocab=self.remote_vocab, top_k=self.remote_top_k, timeout_s=self.remote_timeout_ms / 1000,
-            api=self.remote_api,
+            api=self.remote_api, ca_file=self.remote_ca_file or None,
         )
         return EngineSettings(self.model, self.gpu_layers, self.threads, self.context_size, remote)
 
@@ -171,6 +177,8 @@ def _check(name: str, key: str, value: Any) -> str | None:
         return None if isinstance(value, str) and value.strip() else f"{key} must be a model name or a file path"
     if name == "mode":
         return None if value in MODES else f"{key} must be one of {', '.join(MODES)} (got {value!r})"
+    if name == "remote_ca_file":
+        return None if isinstance(value, str) else f"{key} must be a file path, or empty (got {value!r})"
     if name == "remote_api":
         return None if value in REMOTE_APIS else f"{key} must be one of {', '.join(REMOTE_APIS)} (got {value!r})"
     if name in _SWITCHES:

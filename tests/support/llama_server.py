@@ -47,9 +47,11 @@ class LlamaServer:
         kv_unified: bool = False,
         extra: tuple[str, ...] = (),
         log_path: Path | None = None,
+        api_key: str | None = None,
     ) -> None:
         """``slot_context`` tokens per slot (``-c`` is that times ``parallel``); ``kv_unified``: one KV cache
-        for all slots (their tokens batch together) instead of one per slot; ``extra`` more flags."""
+        for all slots (their tokens batch together) instead of one per slot; ``extra`` more flags;
+        ``api_key``: the key every request but ``/health`` must carry (``--api-key``)."""
         if not BINARY.exists():
             raise FileNotFoundError(f"{BINARY} is missing: run `make llama-server` (it builds llama.cpp's server)")
         self.model = resolve_model(model)
@@ -60,6 +62,7 @@ class LlamaServer:
         self.kv_unified = kv_unified
         self.extra = extra
         self.log_path = log_path
+        self.api_key = api_key
         self.process: subprocess.Popen | None = None
 
     @property
@@ -74,7 +77,8 @@ class LlamaServer:
             # Gemma 3's sliding-window layers keep every position, so any cached prefix is reusable
             "--swa-full", "-t", str(self.threads), "--no-webui",
             # as in-process (cpc.gguf): AMX weight buffers crashed llama.cpp on this machine's VM
-            *(["--no-repack"] if cpu_has_amx() else []), *self.extra,
+            *(["--no-repack"] if cpu_has_amx() else []), *(["--api-key", self.api_key] if self.api_key else []),
+            *self.extra,
         ]
 
     def start(self, timeout: float = 120) -> LlamaServer:
@@ -104,7 +108,8 @@ class LlamaServer:
     def _warm_up(self) -> None:
         """One tiny completion: the first one allocates the compute graphs, which tests should not time."""
         body = json.dumps({"prompt": "def", "n_predict": 1}).encode()
-        request = urllib.request.Request(f"{self.url}/completion", body, {"Content-Type": "application/json"})
+        headers = {"Content-Type": "application/json"} | ({"Authorization": f"Bearer {self.api_key}"} if self.api_key else {})
+        request = urllib.request.Request(f"{self.url}/completion", body, headers)
         with urllib.request.urlopen(request, timeout=60) as response:
             response.read()
 

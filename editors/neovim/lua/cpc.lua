@@ -15,6 +15,7 @@ M.defaults = {
   remoteTopK = 512, -- with a server: next tokens asked per state
   remoteTimeoutMs = 10000, -- with a server: how long one request may take
   remoteApi = 'auto', -- with a server: 'llama-server' | 'openai' (vLLM, SGLang) | 'auto'
+  remoteCaFile = '', -- with an https:// server: a PEM file of the CA that signed its certificate (besides the system's)
   gpuLayers = 0, -- layers offloaded to the GPU (0: CPU only)
   threads = 0, -- CPU threads for the model (0: the server decides)
   mode = 'cpc', -- 'cpc' | 'heal' | 'naive'
@@ -24,7 +25,7 @@ M.defaults = {
   debounceMs = 30, -- server-side debounce, on top of Neovim's own 200 ms
   promptBudgetMs = 200, -- a request far into a file not read yet reads the text near the cursor first (0: off)
   wordBudgetMs = 100, -- after this long, show the first word at once; the ghost text grows to the line (0: off)
-  warmCache = true, -- while idle, read the text at the last edit into the model's cache
+  warmCache = true, -- while idle, read the text at the last edit into the model's cache, and prepare the next line
   fusion = true, -- workspace fusion: the open buffers and the project's files score each token
   fusionWeight = 1, -- scales both fusion weights (0: fusion changes nothing)
   workspaceIndexing = true, -- read the workspace folder's files (git's ignores respected) for fusion
@@ -52,6 +53,7 @@ local types = {
   remoteTopK = 'number',
   remoteTimeoutMs = 'number',
   remoteApi = 'string',
+  remoteCaFile = 'string',
   gpuLayers = 'number',
   threads = 'number',
   contextSize = 'number',
@@ -216,7 +218,9 @@ M.states = {}
 ---@return string
 function M.describe(status)
   local state = status.state or (status.ready and 'ready' or 'starting')
-  if state == 'ready' then
+  if state == 'ready' and type(status.serverError) == 'string' then
+    return 'cpc: the model server does not serve: ' .. status.serverError
+  elseif state == 'ready' then
     local where = type(status.placement) == 'table' and status.placement.text or nil
     return ('cpc: ready, model %s%s; %d requests (%d from the model, %d from the cache)'):format(
       status.model or '?', where and (' on ' .. where) or '', status.requests or 0, status.from_model or 0,

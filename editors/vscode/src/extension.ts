@@ -2,6 +2,7 @@ import * as os from 'os';
 import * as vscode from 'vscode';
 import { LanguageClient, LanguageClientOptions, ServerOptions, State } from 'vscode-languageclient/node';
 import {
+    API_KEY_SECRET,
     CHANNEL_NAME,
     CONFIG_SECTION,
     CpcSettings,
@@ -29,6 +30,8 @@ let output: vscode.LogOutputChannel | undefined;
 let statusItem: vscode.StatusBarItem | undefined;
 /** Serializes start/stop so that quick restarts do not overlap. */
 let pending: Promise<void> = Promise.resolve();
+/** VS Code's secret storage: the model server's key (**CPC: Set Remote API Key**). */
+let secrets: vscode.SecretStorage | undefined;
 
 function pathContext(): PathContext {
     return { home: os.homedir(), workspaceFolder: vscode.workspace.workspaceFolders?.[0]?.uri.fsPath };
@@ -50,7 +53,7 @@ function currentSettings(): CpcSettings {
 
 async function startClient(): Promise<void> {
     const settings = currentSettings();
-    const serverOptions: ServerOptions = serverExecutable(settings);
+    const serverOptions: ServerOptions = serverExecutable(settings, await secrets?.get(API_KEY_SECRET));
     const clientOptions: LanguageClientOptions = {
         documentSelector: documentSelector(),
         // Read again on each (re)start of the server process.
@@ -171,7 +174,32 @@ function restart(): Promise<void> {
     return pending;
 }
 
+/**
+ * **CPC: Set Remote API Key**: the key of a team's model server, kept in VS Code's secret storage (never
+ * in a settings file) and handed to the server in its environment; an empty entry removes it. The
+ * server restarts with it.
+ */
+async function setRemoteApiKey(): Promise<void> {
+    const key = await vscode.window.showInputBox({
+        title: 'CPC: the model server\'s API key',
+        prompt: 'Sent as "Authorization: Bearer" to the server named by cpc.model. Leave empty to remove it.',
+        password: true,
+        ignoreFocusOut: true,
+    });
+    if (key === undefined || !secrets) {
+        return; // dismissed
+    }
+    if (key.trim()) {
+        await secrets.store(API_KEY_SECRET, key.trim());
+    } else {
+        await secrets.delete(API_KEY_SECRET);
+    }
+    output?.info(key.trim() ? 'The model server key was set: restarting the server.' : 'The model server key was removed: restarting the server.');
+    await restart();
+}
+
 export function activate(context: vscode.ExtensionContext): void {
+    secrets = context.secrets;
     output = vscode.window.createOutputChannel(CHANNEL_NAME, { log: true });
     statusItem = vscode.window.createStatusBarItem('cpc.status', vscode.StatusBarAlignment.Right, 100);
     statusItem.name = 'CPC';
@@ -181,6 +209,7 @@ export function activate(context: vscode.ExtensionContext): void {
         statusItem,
         vscode.commands.registerCommand('cpc.restartServer', restart),
         vscode.commands.registerCommand('cpc.showLog', () => output?.show(true)),
+        vscode.commands.registerCommand('cpc.setRemoteApiKey', setRemoteApiKey),
         vscode.workspace.onDidChangeConfiguration((event) => {
             // Other cpc settings reach the running server through
             // workspace/didChangeConfiguration (synchronize.configurationSection).

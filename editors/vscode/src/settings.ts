@@ -30,6 +30,7 @@ export interface InitializationOptions {
     remoteTopK: number;
     remoteTimeoutMs: number;
     remoteApi: RemoteApi;
+    remoteCaFile: string;
     mode: Mode;
     multiline: boolean;
     maxTokens: number;
@@ -62,6 +63,7 @@ export const DEFAULTS: Readonly<CpcSettings> = Object.freeze({
     remoteTopK: 512,
     remoteTimeoutMs: 10000,
     remoteApi: 'auto',
+    remoteCaFile: '',
     mode: 'cpc',
     multiline: false,
     maxTokens: 48,
@@ -91,6 +93,7 @@ export const INITIALIZATION_KEYS: readonly (keyof InitializationOptions)[] = [
     'remoteTopK',
     'remoteTimeoutMs',
     'remoteApi',
+    'remoteCaFile',
     'mode',
     'multiline',
     'maxTokens',
@@ -243,6 +246,7 @@ export function readSettings(source: SettingsSource | Record<string, unknown> | 
         remoteTopK: toInteger(get('remoteTopK'), DEFAULTS.remoteTopK, 1),
         remoteTimeoutMs: toInteger(get('remoteTimeoutMs'), DEFAULTS.remoteTimeoutMs, 1),
         remoteApi: toChoice(get('remoteApi'), REMOTE_APIS, DEFAULTS.remoteApi),
+        remoteCaFile: expandPath(toNonEmptyString(get('remoteCaFile'), DEFAULTS.remoteCaFile), ctx),
         mode: toChoice(get('mode'), MODES, DEFAULTS.mode),
         multiline: toBoolean(get('multiline'), DEFAULTS.multiline),
         maxTokens: toInteger(get('maxTokens'), DEFAULTS.maxTokens, 1),
@@ -274,6 +278,7 @@ export function initializationOptions(settings: CpcSettings): InitializationOpti
         remoteTopK: settings.remoteTopK,
         remoteTimeoutMs: settings.remoteTimeoutMs,
         remoteApi: settings.remoteApi,
+        remoteCaFile: settings.remoteCaFile,
         mode: settings.mode,
         multiline: settings.multiline,
         maxTokens: settings.maxTokens,
@@ -296,21 +301,28 @@ export function initializationOptions(settings: CpcSettings): InitializationOpti
 export interface ServerExecutable {
     command: string;
     args: string[];
-    options: { shell: false };
+    options: { shell: false; env?: Record<string, string | undefined> };
 }
+
+/** Where the command **CPC: Set Remote API Key** keeps the model server's key (VS Code's secret storage). */
+export const API_KEY_SECRET = 'cpc.remoteApiKey';
+/** The environment variable the server reads the key from (`cpc.remote.API_KEY_ENV`). */
+export const API_KEY_ENV = 'CPC_REMOTE_API_KEY';
 
 /**
  * The command that starts the server. Only `cpc.serverArgs` go on the
  * command line; the model and generation settings travel in
  * initializationOptions. No transport flag is added: the client talks to
- * the process over stdin/stdout, which is cpc-lsp's default.
+ * the process over stdin/stdout, which is cpc-lsp's default. The model
+ * server's key (from secret storage) goes in the process's environment.
  */
-export function serverExecutable(settings: CpcSettings): ServerExecutable {
-    return {
-        command: settings.serverPath,
-        args: [...settings.serverArgs],
-        options: { shell: false },
-    };
+export function serverExecutable(settings: CpcSettings, apiKey?: string): ServerExecutable {
+    const options: ServerExecutable['options'] = { shell: false };
+    if (apiKey) {
+        // in the process's environment, never on its command line (other users can read that)
+        options.env = { ...process.env, [API_KEY_ENV]: apiKey };
+    }
+    return { command: settings.serverPath, args: [...settings.serverArgs], options };
 }
 
 /** Documents the client serves: any language, saved files and untitled buffers. */

@@ -17,6 +17,8 @@ export interface ServerStatus {
     /** Where the model runs: `text` is e.g. "CUDA0 (NVIDIA H100 80GB HBM3), 19 of 19 layers offloaded". */
     placement?: { text?: string } | null;
     error?: string | null;
+    /** Why the model's server does not serve (unreachable, another model, a refused key); null while it does. */
+    serverError?: string | null;
 }
 
 /** The status item's look: `kind` picks its colours. */
@@ -38,6 +40,9 @@ export function statusView(status: ServerStatus): StatusView {
                 kind: 'busy',
             };
         case 'ready':
+            if (status.serverError) {
+                return { text: '$(warning) CPC: model server', tooltip: `${status.serverError}. ${CLICK}`, kind: 'error' };
+            }
             return {
                 text: '$(check) CPC: ready',
                 tooltip: `cpc-lsp is ready: model ${status.model ?? '?'}${status.modelPath ? ` (${status.modelPath})` : ''}${

@@ -118,6 +118,7 @@ describe('extension (stub vscode, fake server)', () => {
             remoteTopK: 512,
             remoteTimeoutMs: 10000,
             remoteApi: 'auto',
+            remoteCaFile: '',
             mode: 'heal',
             multiline: true,
             maxTokens: 16,

@@ -17,6 +17,7 @@ import {
     needsRestart,
     readSettings,
     serverExecutable,
+    API_KEY_ENV,
     startFailureMessage,
     toInteger,
 } from '../settings';
@@ -45,6 +46,7 @@ describe('readSettings defaults', () => {
             remoteTopK: 512,
             remoteTimeoutMs: 10000,
             remoteApi: 'auto',
+            remoteCaFile: '',
             mode: 'cpc',
             multiline: false,
             maxTokens: 48,
@@ -82,6 +84,7 @@ describe('readSettings defaults', () => {
                 remoteTopK: 4096,
                 remoteTimeoutMs: 2500,
                 remoteApi: 'openai',
+                remoteCaFile: '',
                 mode: 'heal',
                 multiline: true,
                 maxTokens: 128,
@@ -110,6 +113,7 @@ describe('readSettings defaults', () => {
             remoteTopK: 4096,
             remoteTimeoutMs: 2500,
             remoteApi: 'openai',
+            remoteCaFile: '',
             mode: 'heal',
             multiline: true,
             maxTokens: 128,
@@ -279,6 +283,7 @@ describe('initializationOptions', () => {
             'remoteTopK',
             'remoteTimeoutMs',
             'remoteApi',
+            'remoteCaFile',
             'mode',
             'multiline',
             'maxTokens',
@@ -324,6 +329,7 @@ describe('initializationOptions', () => {
             remoteTopK: 512,
             remoteTimeoutMs: 10000,
             remoteApi: 'auto',
+            remoteCaFile: '',
             mode: 'heal',
             multiline: true,
             maxTokens: 1,
@@ -382,6 +388,14 @@ describe('serverExecutable', () => {
         for (const needle of ['--model', '/m/x.gguf', 'gpu', 'thread', 'context', '2048', 'naive', 'multiline', 'token', 'items', 'debounce', 'log']) {
             assert.equal(line.toLowerCase().includes(needle), false, `${needle} in ${line}`);
         }
+    });
+
+    it('hands the model server key to the server in its environment, never on its command line', () => {
+        const exe = serverExecutable(readSettings({ serverArgs: ['--log-file', '/tmp/l'] }), 's3cret-key');
+        assert.equal(exe.options.env?.[API_KEY_ENV], 's3cret-key');
+        assert.equal(exe.options.env?.PATH, process.env.PATH);
+        assert.equal([exe.command, ...exe.args].join(' ').includes('s3cret'), false);
+        assert.equal(serverExecutable(readSettings({})).options.env, undefined);
     });
 
     it('copies the arguments instead of sharing the settings array', () => {

@@ -17,6 +17,15 @@ describe('status views', () => {
         assert.match(error.tooltip, /cpc\.model/);
     });
 
+    it('says when the model server does not serve, with its reason (a refused key says where to set it)', () => {
+        const reason = 'llama-server at http://gpu:8080 refused this client\'s key (HTTP 401 Invalid API Key) -- set ...';
+        const refused = statusView({ state: 'ready', model: 'gemma', serverError: reason });
+        assert.equal(refused.text, '$(warning) CPC: model server');
+        assert.equal(refused.kind, 'error');
+        assert.match(refused.tooltip, /refused this client's key/);
+        assert.equal(statusView({ state: 'ready', serverError: null }).text, '$(check) CPC: ready');
+    });
+
     it('treats an unknown state as starting, and a stopped server as an error', () => {
         assert.equal(statusView({ state: 'starting' }).kind, 'busy');
         assert.equal(statusView({ state: 'something new' }).text, '$(sync~spin) CPC: starting');
