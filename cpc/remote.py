@@ -21,19 +21,23 @@ request is written and an answer read for each serving API
   next to the known ones' (`WIDEN_TOLERANCE`), the state is asked again with
   8 times K, up to ``max_top_k`` (and no further than the server allows:
   vLLM caps K with ``--max-logprobs``).
-- **One request per call.** The states of a call (a beam step's, a
-  generation step's) go out together, as one request with a prompt per
-  state; the server answers them in one response.
+- **One request per call**, where the server has no slots to choose (vLLM,
+  SGLang): the states of a call (a beam step's, a generation step's) go out
+  together, as one request with a prompt per state, answered in one
+  response. llama-server gets them one request each (see *Slots*).
 - **Slots** (llama-server). A slot keeps the KV cache of the last prompt it
-  read, and slots share nothing, so a client keeps its requests on one slot:
-  a beam step's states differ in their last token or two and cost a token or
-  two each. The server assigns the slot (its least recently used one, at
-  the client's first connection: editors do not collide), and the client
-  keeps it. When an answer shows that another client took the slot meanwhile
-  (the prompt was read again), the next request lets the server choose
-  again: the slot whose prompt is most like the client's, or one restored
-  from the server's host-memory prompt cache (``--cache-ram``). Other
-  engines cache prefixes on their own (vLLM's automatic prefix caching).
+  read, and slots share nothing. The server chooses each call's slot: the
+  idle one whose prompt is most like the call's first state (the client's
+  own last prompt, unless another client's took its place), else its least
+  recently used one, into which it restores the client's prompt from its
+  host-memory prompt cache (``--cache-ram``) when it holds it. The states
+  of a call go one request each, in turn, and each finds the slot of the
+  one before: a beam step's states differ in their last token or two and
+  cost a token or two each. So any number of editors share the slots: 16
+  editors on 4 slots were served 2.1 times the requests of 4, where editors
+  that each kept the slot the server first gave them (4 to a slot, reading
+  each other's prompts away) got 0.15 times (docs/team-server.md). Other engines cache prefixes on their own (vLLM's
+  automatic prefix caching).
   The client remembers the last prompt its slot read (`cached_length`, for
   prompt-time budgets), and `prefill` reads a prompt ahead with nothing
   generated (llama.vim's warm-up request) where the API allows.
@@ -64,7 +68,6 @@ import json
 import logging
 import math
 import os
-import random
 import socket
 import ssl
 import threading
@@ -107,9 +110,6 @@ _POLL_S = 0.05  # how often a waiting call looks at its interrupt
 GREEDY_TOP_K = 16
 """Tokens asked per state for greedy decoding: its choice is the likeliest token but a control token, so
 only those need exact values (widened in the rare answer whose 16 are all control tokens)."""
-_EVICTED_TOKENS = 8
-"""An answer that read this many more prompt tokens than the client's slot should have lacked: another
-client took the slot meanwhile."""
 
 
 def is_remote(model: object) -> bool:
@@ -153,7 +153,7 @@ class RemoteOptions:
     backoff_s: float = 0.2
     """Wait before the first retry; it doubles for each further one."""
     slot: int | None = None
-    """The llama-server slot (``id_slot``) this client keeps; None lets the server assign one."""
+    """A llama-server slot (``id_slot``) every request of this client goes to; None lets the server choose each call's."""
     api: str = "auto"
     """The serving API (`cpc.serving.KINDS`): ``llama-server`` (``/completion``), ``openai``
     (``/v1/completions``: vLLM, SGLang), or ``auto`` (llama-server when ``/props`` answers)."""
@@ -257,6 +257,7 @@ class RemoteLM(LanguageModel):
         self.api: LlamaServerAPI | OpenAICompletionsAPI | None = None
         """How this server is spoken to (`cpc.serving`), known after the first connection."""
         self.slot = options.slot
+        """The llama-server slot that served the last call (the server chooses each call's: `_ask`)."""
         self.top_k_cap: int | None = None
         """The largest K the server allows, once it refused a larger one."""
         self.last_error: str | None = None
@@ -270,6 +271,8 @@ class RemoteLM(LanguageModel):
         self._local = threading.local()
         self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="cpc-remote")
         self._tls = _tls_context(options.ca_file) if self._https else None
+        self._slot_count = 1
+        """llama-server's slots (``/props``)."""
         self._refused: str | None = None
         """Why the server refused this client's key: then nothing more is asked of it."""
 
@@ -298,11 +301,8 @@ class RemoteLM(LanguageModel):
                 f"{self.n_vocab} -- set `remoteVocab` to a GGUF of the served model"
             )
         self._check_tokenizer(props is not None)
-        if self.api.slots and self.slot is None:
-            self._claim_slot()
         self._verified = True
-        log.info("%s at %s: %s, this client on slot %s", self.api.name, self.url,
-                 "llama.cpp" if props is not None else models[0].get("id"), self.slot)
+        log.info("%s at %s: %s", self.api.name, self.url, "llama.cpp" if props is not None else models[0].get("id"))
 
     def try_connect(self) -> bool:
         """`connect`, with an unreachable server (it may start later) or a refused key noted in `last_error`
@@ -322,16 +322,8 @@ class RemoteLM(LanguageModel):
             return None
         return props if "default_generation_settings" in props else None
 
-    def _claim_slot(self) -> None:
-        """Have the server assign this client a slot: its least recently used one (`_note` keeps it).
-
-        The claim reads a few random tokens: a prompt like another client's (BOS alone) would be sent to
-        that client's slot, the one most like it.
-        """
-        rng = random.Random(f"{os.getpid()}:{id(self)}:{time.time_ns()}")
-        self._ask([tuple(rng.sample(range(self.n_vocab), 8))], 0)
-
     def _check_slots(self, props: dict) -> None:
+        self._slot_count = int(props.get("total_slots", 1))
         slot_ctx = int(props.get("default_generation_settings", {}).get("n_ctx", 0))
         if slot_ctx and slot_ctx < self.n_ctx:
             raise RemoteMismatch(
@@ -363,14 +355,16 @@ class RemoteLM(LanguageModel):
         self._expected = (tuple(start), bytes(data))
 
     def reset(self) -> None:
-        """Erase this client's slot on a llama-server (a cold start for benchmarks); a refusal only logs."""
+        """Erase the llama-server slot that served this client, or every slot before its first call (a cold
+        start for benchmarks and tests, not for a shared server); a refusal only logs."""
         self._held = ()
-        if self.slot is None or (self.api is not None and not self.api.slots):
+        if self.api is None or not self.api.slots:
             return
-        try:
-            self._request("POST", f"/slots/{self.slot}?action=erase", {})
-        except (RemoteUnavailable, RemoteMismatch, RemoteRefused) as error:
-            log.debug("erasing slot %s failed: %s", self.slot, error)
+        for slot in [self.slot] if self.slot is not None else range(self._slot_count):
+            try:
+                self._request("POST", f"/slots/{slot}?action=erase", {})
+            except (RemoteUnavailable, RemoteMismatch, RemoteRefused) as error:
+                log.debug("erasing slot %s failed: %s", slot, error)
 
     def cached_length(self, state: Sequence[int]) -> int:
         held, state = self._held, tuple(state)
@@ -467,23 +461,26 @@ class RemoteLM(LanguageModel):
         """K within what the client may ask (`RemoteOptions.max_top_k`), the vocabulary, and the server's cap."""
         return min(k, self.options.max_top_k, self.n_vocab, self.top_k_cap or self.n_vocab)
 
-    def _ask(self, states: list[State], k: int) -> list[TopK]:
-        """One request for the states (``k`` 0: read them, nothing generated); their answers in order.
+    def _ask(self, states: list[State], k: int, slot: int | None = None) -> list[TopK]:
+        """One request for the states (``k`` 0: read them, nothing generated) on ``slot``; their answers in order.
 
-        Without a slot yet, the first state goes alone: the server assigns the slot, and the others follow on it.
+        With no slot (and none fixed by `RemoteOptions.slot`), llama-server chooses each state's by its prompt,
+        so the states go one request each, in turn: each finds the previous one's slot idle and most like it.
+        (The rest of a call pinned to the slot of its first state: 16 editors on 4 slots got 2.6 requests/s
+        instead of 7.0; states in one request with no slot: all but the first go to other slots.)
         """
-        if self.api.slots and self.slot is None and len(states) > 1:
-            return self._ask(states[:1], k) + self._ask(states[1:], k)
-        expected = len(states[0]) - self.cached_length(states[0])
+        slot = self.options.slot if slot is None else slot
+        if self.api.slots and slot is None and len(states) > 1:
+            return [answer for state in states for answer in self._ask([state], k)]
         try:
             answer = self._gather(self._pool.submit(
-                self._request, "POST", self.api.path, self.api.body(states, k, self.slot)))
+                self._request, "POST", self.api.path, self.api.body(states, k, slot)))
         except RemoteMismatch as error:
             cap = logprobs_cap(error.server_message)
             if not k or not cap or cap >= k:
                 raise
             self._capped(cap)
-            return self._ask(states, self._k(k))
+            return self._ask(states, self._k(k), slot)
         began = time.perf_counter()
         try:
             answers = self.api.parse(answer, len(states), probabilities=k > 0)
@@ -492,7 +489,7 @@ class RemoteLM(LanguageModel):
                                  f"{self.server_name} a server of 2025 or later?") from error
         with self._lock:
             self.profile.parse_s += time.perf_counter() - began
-        self._note(states, answers, expected)
+        self._note(states, answers)
         return answers
 
     def _capped(self, cap: int) -> None:
@@ -504,8 +501,8 @@ class RemoteLM(LanguageModel):
                 self.url, cap, self.options.top_k, self.options.top_k)
         self.top_k_cap = cap
 
-    def _note(self, states: list[State], answers: list[TopK], expected: int) -> None:
-        """What our slot holds now, which slot it is, how fast the server read, what it said it cost."""
+    def _note(self, states: list[State], answers: list[TopK]) -> None:
+        """What the slot that served us holds now, which slot it is, how fast the server read, what it said it cost."""
         read = [top.prompt_tokens for top in answers if top.prompt_tokens is not None]
         with self._lock:
             self._held = states[-1]
@@ -516,13 +513,8 @@ class RemoteLM(LanguageModel):
             first = answers[0]
             if first.prompt_tokens is not None and first.prompt_tokens >= 32 and first.prompt_ms > 0:
                 self.prefill_rate = 0.7 * self.prefill_rate + 0.3 * first.prompt_tokens * 1000 / first.prompt_ms
-        if not self.api.slots or self.options.slot is not None:
-            return
-        if self.slot is None:
-            self.slot = answers[0].slot
-        elif first.prompt_tokens is not None and first.prompt_tokens > expected + _EVICTED_TOKENS:
-            log.info("slot %s was taken by another client: the server chooses again", self.slot)
-            self.slot = None
+            if first.slot is not None and self.options.slot is None:
+                self.slot = first.slot
 
     def _gather(self, future: Future):
         """The request's result; an interrupt abandons it (the server finishes on its own)."""
