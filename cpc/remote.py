@@ -606,24 +606,28 @@ class RemoteLM(LanguageModel):
                         self.profile.parse_s += time.perf_counter() - answered
                         self.profile.bytes += len(data)
                     return decoded
-                message = _error_message(data)
-                if self.options.api_key:  # a server or proxy that echoes the request must not put the key in a log
-                    message = message.replace(self.options.api_key, "****")
-                if response.status in (401, 403):
-                    given = "this client's key" if self.options.api_key else "requests without a key"
-                    raise RemoteRefused(f"{self.server_name} refused {given} (HTTP {response.status} {message}) -- "
-                                        f"{WHERE_THE_KEY_GOES}")
-                if response.status < 500:
-                    if response.status == 404:
-                        raise RemoteMismatch(f"{self.url} has no {path} ({message}): is it a model server?")
-                    raise RemoteMismatch(f"{self.server_name} refused {path}: HTTP {response.status} {message}", message)
-                problem = f"answered HTTP {response.status} ({message})"
+                problem = self._refusal(path, response.status, data)
             attempt += 1
             if attempt == tries:
                 raise RemoteUnavailable(
                     f"{self.server_name} {problem} after {tries} tries -- suggestions resume when it answers"
                 )
             time.sleep(self.options.backoff_s * 2 ** (attempt - 1))
+
+    def _refusal(self, path: str, status: int, data: bytes) -> str:
+        """Raise what an error answer means for the client (a refused key, a wrong server or request); for a
+        5xx answer, return what happened, for a retry."""
+        message = _error_message(data)
+        if self.options.api_key:  # a server or proxy that echoes the request must not put the key in a log
+            message = message.replace(self.options.api_key, "****")
+        if status in (401, 403):
+            given = "this client's key" if self.options.api_key else "requests without a key"
+            raise RemoteRefused(f"{self.server_name} refused {given} (HTTP {status} {message}) -- {WHERE_THE_KEY_GOES}")
+        if status == 404:
+            raise RemoteMismatch(f"{self.url} has no {path} ({message}): is it a model server?")
+        if status < 500:
+            raise RemoteMismatch(f"{self.server_name} refused {path}: HTTP {status} {message}", message)
+        return f"answered HTTP {status} ({message})"
 
     def _connection(self) -> http.client.HTTPConnection:
         """This thread's keep-alive connection."""
