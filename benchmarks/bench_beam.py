@@ -83,7 +83,7 @@ def measure(engine: Engine, text: str) -> dict:
 
 def beam_read(engine: Engine, data: bytes) -> dict:
     """Read ``data`` through the beam from cold caches, as `cpc score` does."""
-    engine.conditioner.clear()
+    engine.clear()
     lm = engine.lm
     calls, decodes, states = lm.stats.calls, lm.stats.decodes, lm.stats.states
     started = time.perf_counter()
@@ -115,7 +115,7 @@ def run(model: str, cases: int, seed: int, score_bytes: int) -> dict:
     for number, (text, next_char) in enumerate(drawn, 1):
         print(f"case {number}/{len(drawn)}: ...{text[-30:]!r}", file=sys.stderr, flush=True)
         for engine, kind in ((unbatched, "unbatched"), (batched, "batched")):
-            engine.conditioner.clear()
+            engine.clear()
             results[f"cold {kind}"].append(measure(engine, text))
             engine.beam.clear()  # the prompt stays in the KV cache
             results[f"tail {kind}"].append(measure(engine, text))

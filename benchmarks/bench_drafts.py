@@ -138,7 +138,7 @@ def lines(engine: Engine, cases: int, seed: int, modes: list[str], variants: lis
                 drafts = VARIANTS[variant]
                 fusion = document.fusion(quality.document_key(case))
                 options = Options(mode=mode, drafts=drafts)
-                engine.conditioner.clear()  # every variant from the same cache: the prompt read, nothing else
+                engine.clear()  # every variant from the same cache: the prompt read, nothing else
                 warm(engine, case.prefix, "", options)
                 generation_module._choose_along = spy if variant == "whole" else original
                 generation = generate(engine, case.prefix, "", options, fusion=fusion)

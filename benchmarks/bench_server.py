@@ -154,7 +154,7 @@ def through_engine(session: CompletionSession, cases: list[Case], modes: list[st
     options = engine_options(settings)
     results: dict[str, list[tuple[str, float]]] = {mode: [] for mode in modes}
     for number, case in enumerate(cases):
-        session.engine.conditioner.clear()  # a cold cursor: nothing of the last one is cached
+        session.clear()  # a cold cursor: nothing of the last one is cached
         for mode in modes:
             uri = f"file:///engine/{mode}/{number}/{Path(case.file).name}"
             session.update_document(uri, case.prefix)

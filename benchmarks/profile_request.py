@@ -98,7 +98,7 @@ def profile(engine: Engine, cases: list[quality.Case], clock: StageClock, max_to
             prefix = case.prefix if prompt == "long" else quality.shorten(engine.tokenizer, case.prefix)
             for mode in ("naive", "cpc"):
                 before = {name: getattr(engine.lm.stats, name) for name in COUNTERS}
-                engine.conditioner.clear()
+                engine.clear()
                 clock.take()
                 started = time.perf_counter()
                 quality.cold_generate(engine, prefix, Options(mode=mode, max_tokens=max_tokens))

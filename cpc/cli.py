@@ -227,9 +227,9 @@ def _bench(args: argparse.Namespace) -> int:
                        prompt=args.prompt, fusion=weights, drafts=drafts)
     quality.print_table(result)
     if args.json:
-        placement = engine.model.placement
-        result["placement"] = placement.as_json() if placement is not None else None
-        result["greedy_in_graph"] = getattr(engine.lm, "backend_greedy", False)
+        placement = engine.placement()
+        result["placement"] = placement
+        result["greedy_in_graph"] = bool(placement["greedyInGraph"])
         result["drafts_checked"] = engine.lm.checks_drafts_cheaply
         Path(args.json).write_text(json.dumps(result, indent=2))
     if args.plot:

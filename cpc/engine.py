@@ -18,6 +18,7 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from cpc.beam import ByteBeam
 from cpc.candidates import CandidateFinder
@@ -72,6 +73,35 @@ class Engine:
     @property
     def vocab(self) -> Vocabulary:
         return self.tokenizer.vocab
+
+    def placement(self) -> dict[str, Any]:
+        """Where the model runs: llama.cpp's backend and device, the layers offloaded there
+        (`cpc.gguf.Placement`) and whether greedy steps are normalised there (``greedyInGraph``), or the
+        server's address for a shared one.
+
+        >>> Engine.load("smollm2").placement()["backend"]
+        'CPU'
+        """
+        if isinstance(self.lm, RemoteLM):
+            url = self.lm.url
+            return {"backend": "server", "device": url, "offloadedLayers": None, "layers": None,
+                    "gpuBuild": None, "greedyInGraph": None, "text": f"the model server at {url}"}
+        placement = self.model.placement.as_json()
+        placement["greedyInGraph"] = self.lm.backend_greedy  # `cpc.backend_sampling`
+        if self.lm.backend_greedy:
+            placement["text"] += "; greedy steps normalised there"
+        return placement
+
+    @property
+    def server_error(self) -> str | None:
+        """Why the model's server did not answer the last time it was asked (None while it does, and for a
+        model that runs in this process)."""
+        return self.lm.last_error
+
+    def clear(self) -> None:
+        """Make the next request cold, for benchmarks and tests: no cached candidates, beams, snapshots or
+        KV cache (on a server: the slot that served this client)."""
+        self.conditioner.clear()
 
     @classmethod
     def load(

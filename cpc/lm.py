@@ -212,6 +212,12 @@ class LanguageModel(ABC):
         (None: not measured, or a backend where drafts do not pay)."""
         return None
 
+    last_error: str | None = None
+    """Why the model's server did not answer the last time it was asked (None while it does, and always for
+    a model that runs in this process)."""
+    backend_greedy: bool = False
+    """Whether greedy steps are normalised in the model's graph (`cpc.backend_sampling`)."""
+
     checks_drafts_cheaply: bool = False
     """Whether `check_drafts` reads a state and its draft in one evaluation at a cost that a kept draft
     repays; without it, generation proposes no drafts. Off for every backend, as measured: on a CPU each

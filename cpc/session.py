@@ -46,7 +46,7 @@ from cpc.fusion import FusionWeights, WorkspaceModel
 from cpc.generate import MODES, Options, generate, warm
 from cpc.lm import DEFAULT_CONTEXT_SIZE, Cancelled
 from cpc.models import ModelError, Progress
-from cpc.remote import RemoteLM, RemoteMismatch, RemoteOptions, RemoteRefused, RemoteUnavailable
+from cpc.remote import RemoteMismatch, RemoteOptions, RemoteRefused, RemoteUnavailable
 from cpc.serving import KINDS as REMOTE_APIS
 from cpc.window import suffix_window, text_window
 from cpc.workspace import ScanReport, WorkspaceLimits, WorkspaceProgress, workspace_files
@@ -178,8 +178,7 @@ class CompletionSession:
     def server_error(self) -> str | None:
         """Why the model's server did not answer the last time it was asked (None while it does, and for
         a model that runs in this process)."""
-        lm = self.engine.lm if self.engine is not None else None
-        return lm.last_error if isinstance(lm, RemoteLM) else None
+        return self.engine.server_error if self.engine is not None else None
 
     def limit_documents(self, max_bytes: int | None) -> None:
         """Leave open documents larger than ``max_bytes`` (UTF-8) out of the workspace model from their
@@ -187,21 +186,14 @@ class CompletionSession:
         self.max_document_bytes = max_bytes
 
     def placement(self) -> dict[str, Any] | None:
-        """Where the model runs: llama.cpp's backend and device, the layers offloaded there
-        (`cpc.gguf.Placement`) and whether greedy steps are normalised there (`greedyInGraph`), or
-        the server's address for a shared one; None before a load."""
-        engine = self.engine
-        if engine is None:
-            return None
-        if engine.model.placement is None:
-            url = getattr(engine.lm, "url", "a server")
-            return {"backend": "server", "device": url, "offloadedLayers": None, "layers": None,
-                    "gpuBuild": None, "greedyInGraph": None, "text": f"the model server at {url}"}
-        placement = engine.model.placement.as_json()
-        placement["greedyInGraph"] = engine.lm.backend_greedy  # `cpc.backend_sampling`
-        if engine.lm.backend_greedy:
-            placement["text"] += "; greedy steps normalised there"
-        return placement
+        """Where the model runs (`cpc.engine.Engine.placement`); None before a load."""
+        return self.engine.placement() if self.engine is not None else None
+
+    def clear(self) -> None:
+        """Make the next request cold (benchmarks): the engine's caches and the suggestions remembered."""
+        if self.engine is not None:
+            self.engine.clear()
+        self.cache = SuggestionCache(self.cache.per_document)
 
     def load(self, settings: EngineSettings, progress: Progress | None = None) -> None:
         """Load the engine unless it is loaded with these settings already.

@@ -191,7 +191,7 @@ def document_model(engine: Engine, case: Case) -> WorkspaceModel:
 
 def cold_generate(engine: Engine, prefix: str, options: Options, fusion: Fusion | None = None) -> Generation:
     """One request from cold caches (KV cache, snapshots, beams), prefix only (no suffix)."""
-    engine.conditioner.clear()
+    engine.clear()
     return generate(engine, prefix, "", options, fusion=fusion)
 
 

@@ -354,9 +354,9 @@ def test_fusion_with_zero_weights_changes_nothing(smollm2, mode):
     off = workspace.fusion("main.py", FusionWeights.off(), cursor_line=3)
     for prefix in (MAIN, "import os\nos.pa", "def f(x):\n    return x.app", "for i in ra"):
         options = Options(mode=mode, n=2, max_tokens=6)
-        smollm2.conditioner.clear()
+        smollm2.clear()
         plain = generate(smollm2, prefix, "", options)
-        smollm2.conditioner.clear()
+        smollm2.clear()
         fused = generate(smollm2, prefix, "", options, fusion=off)
         assert [(c.text, c.logprob, c.tokens) for c in fused.completions] == [
             (c.text, c.logprob, c.tokens) for c in plain.completions
@@ -370,6 +370,6 @@ def test_fusion_completes_a_name_from_another_file(smollm2):
     workspace.add_file("lib.py", LIB)
     workspace.commit()
     workspace.update_document("main.py", MAIN)
-    smollm2.conditioner.clear()
+    smollm2.clear()
     fused = generate(smollm2, MAIN, "", Options(max_tokens=8), fusion=workspace.fusion("main.py", cursor_line=3))
     assert fused.completions[0].text.startswith("ghted_checksum")

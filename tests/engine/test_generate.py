@@ -147,7 +147,7 @@ def test_paths_far_behind_the_best_do_not_compete_for_the_first_token(engine):
     prefix = "import numpy as np\nx = np.zer"
     evaluated = []
     for margin in (float("inf"), 0.0):
-        engine.conditioner.clear()
+        engine.clear()
         before = engine.lm.stats.states
         result = generate(engine, prefix, "", Options(max_tokens=1, lookahead_margin=margin))
         evaluated.append(engine.lm.stats.states - before)
@@ -172,7 +172,7 @@ def test_a_covering_path_is_expanded_only_when_the_byte_marginal_needs_it(engine
             with monkeypatch.context() as patch:
                 if expanded:  # every path looks cached, so every one is expanded up front
                     patch.setattr(engine.beam.snapshots, "known", lambda tokens: True)
-                engine.conditioner.clear()
+                engine.clear()
                 before = engine.lm.stats.states
                 result = generate(engine, prefix, "", Options(max_tokens=4))
                 runs.append((result.completions[0].text, engine.lm.stats.states - before))
@@ -188,7 +188,7 @@ def test_a_cold_request_reads_a_cut_window_and_warm_reads_the_whole(engine, mode
     cursor = TEXTWRAP.index("        if self.width <= 0:") + len("        if self.wid")
     prefix, suffix = TEXTWRAP[:cursor], TEXTWRAP[cursor:]
     tight = Options(mode=mode, max_tokens=4, fim=False, prompt_budget_ms=1)
-    engine.conditioner.clear()
+    engine.clear()
     cut = generate(engine, prefix, suffix, options=tight)
     assert cut.cut_short
     assert SHORT_BLOCK <= cut.prompt_tokens - 1 < 2 * SHORT_BLOCK + 8  # the last block or two, and the tail
@@ -199,7 +199,7 @@ def test_a_cold_request_reads_a_cut_window_and_warm_reads_the_whole(engine, mode
     assert read > cut.prompt_tokens and warm(engine, prefix, suffix, tight) == 0
     whole = generate(engine, prefix, suffix, options=tight)
     assert not whole.cut_short
-    engine.conditioner.clear()
+    engine.clear()
     unbudgeted = generate(engine, prefix, suffix, options=replace(tight, prompt_budget_ms=None))
     assert whole.prompt_tokens == unbudgeted.prompt_tokens and whole.completions
 

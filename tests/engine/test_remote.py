@@ -202,14 +202,14 @@ def test_faults_are_clear_and_the_same_client_recovers(api):
     try:
         assert generate(engine, PREFIX, "", Options(max_tokens=4)).completions, "started: served"
 
-        engine.conditioner.clear()
+        engine.clear()
         server.pause()  # slow: nothing answers
         started = time.monotonic()
         with pytest.raises(RemoteUnavailable, match="did not answer .* within 15 s"):
             generate(engine, PREFIX + "\n", "", Options(max_tokens=4))
         assert time.monotonic() - started < 30
         server.resume()
-        engine.conditioner.clear()
+        engine.clear()
         assert generate(engine, PREFIX, "", Options(max_tokens=4)).completions, "resumed: served"
 
         # killed mid-request: the request is in flight (paused server), then the process dies
@@ -231,7 +231,7 @@ def test_faults_are_clear_and_the_same_client_recovers(api):
         assert "dropped the connection" in str(errors[0]) or "refused the connection" in str(errors[0])
 
         server = LlamaServer("default", port=port).start()  # restarted on the same port
-        engine.conditioner.clear()
+        engine.clear()
         assert generate(engine, PREFIX, "", Options(max_tokens=4)).completions, "restarted: served again"
         assert lm.last_error is None
     finally:
