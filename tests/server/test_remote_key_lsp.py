@@ -20,9 +20,9 @@ import pytest_lsp
 from pytest_lsp import ClientServerConfig, LanguageClient
 
 from cpc.remote import API_KEY_ENV
-from tests.server.test_lsp import inline, initialize_params, open_document, textwrap_case, wait_until_loaded
+from tests.server.test_lsp import inline, initialize_params, open_document, textwrap_case
 from tests.support.llama_server import LlamaServer, free_port
-from tests.support.lsp_status import status
+from tests.support.lsp_status import status, wait_for_status
 
 pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.slow]
 
@@ -51,7 +51,8 @@ async def client(lsp_client: LanguageClient, llama_server):
 
 
 async def test_a_refused_key_is_said_in_the_status_and_nothing_else_breaks(client: LanguageClient):
-    state = await wait_until_loaded(client)
+    # the load's end: `ready` turns true when the engine is in, `state` once the load has said what it found
+    state = await wait_for_status(client, lambda s: s.state in ("ready", "error"), "the model load")
     assert state.ready and f"model server at http://127.0.0.1:{PORT}" in state.placement.text, "no local model instead"
     assert "refused this client's key" in state.serverError and API_KEY_ENV in state.serverError
     text, line, character = textwrap_case("self.width = width", "self.width = wid")
