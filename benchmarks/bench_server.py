@@ -46,7 +46,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from cpc.bench.corpus import expand  # noqa: E402
+from cpc.bench.functions import draw_function_cases  # noqa: E402
 from cpc.bench.quality import Case, draw_cases, line_exact, shorten, word_exact  # noqa: E402
+from cpc.engine import Engine  # noqa: E402
 from cpc.generate import Options  # noqa: E402
 from cpc.session import CompletionSession, EngineSettings  # noqa: E402
 from lsp_server.headless import HeadlessEditor  # noqa: E402
@@ -167,26 +169,27 @@ def through_engine(session: CompletionSession, cases: list[Case], modes: list[st
 
 
 def run(model: str, files: str, cases: int, seed: int, prompt: str, modes: list[str], changes: dict,
-        pause: str = "read", horizon_s: float = MOMENTS_MS[-1] / 1000, engine: bool = True) -> dict:
+        pause: str = "read", horizon_ms: int = MOMENTS_MS[-1], engine: bool = True, cursors: str = "identifiers") -> dict:
     """The benchmark: the ``--json`` object (without the in-process engine's figures unless ``engine``)."""
     settings, problems = Settings().updated(changes)
     if problems:
         raise SystemExit("; ".join(problems))
     session = CompletionSession()
     session.load(EngineSettings(model))
-    drawn = development_cases(session, files, cases, seed, prompt)
+    drawn = development_cases(session.engine, files, cases, seed, prompt, cursors)
     del session  # the server loads its own model
-    timelines, served = asyncio.run(through_server(model, drawn, modes, changes, horizon_s, pause))
+    timelines, served = asyncio.run(through_server(model, drawn, modes, changes, horizon_ms / 1000, pause))
+    moments = [ms for ms in MOMENTS_MS if ms <= horizon_ms]
     result: dict = {
-        "model": model, "files": files, "cases": len(drawn), "seed": seed, "prompt": prompt, "pause": pause,
-        "settings": served.pop("settings"), "changed": changes, "server_counts": served,
+        "model": model, "files": files, "cursors": cursors, "cases": len(drawn), "seed": seed, "prompt": prompt,
+        "pause": pause, "settings": served.pop("settings"), "changed": changes, "server_counts": served,
         "engine_options": asdict(engine_options(settings)),
-        "moments_ms": list(MOMENTS_MS), "server": {}, "per_case": [],
+        "moments_ms": moments, "server": {}, "per_case": [],
     }
     for mode in modes:
         result["server"][mode] = {
             f"{ms}ms": mean_figures([judge(shown_at(answers, ms), case) for answers, case in zip(timelines[mode], drawn)])
-            for ms in MOMENTS_MS
+            for ms in moments
         }
         first = [answers[0][0] * 1000 for answers in timelines[mode] if answers]
         last = [answers[-1][0] * 1000 for answers in timelines[mode] if answers]
@@ -205,11 +208,15 @@ def run(model: str, files: str, cases: int, seed: int, prompt: str, modes: list[
     return result
 
 
-def development_cases(session: CompletionSession, files: str, cases: int, seed: int, prompt: str) -> list[Case]:
-    """The cursors, drawn as `cpc bench` draws them (the same for the same arguments)."""
-    drawn = draw_cases(session.engine, expand(files), cases, seed)
+def development_cases(engine: Engine, files: str, cases: int, seed: int, prompt: str,
+                      cursors: str = "identifiers") -> list[Case]:
+    """The cursors, drawn as `cpc bench` draws them (the same for the same arguments); ``functions``: cold
+    single-function documents (`cpc.bench.functions`), whatever ``prompt`` says."""
+    if cursors == "functions":
+        return draw_function_cases(engine, [path for glob in files.split(",") for path in expand(glob)], cases, seed)
+    drawn = draw_cases(engine, expand(files), cases, seed)
     if prompt == "short":
-        drawn = [replace(case, prefix=shorten(session.engine.tokenizer, case.prefix)) for case in drawn]
+        drawn = [replace(case, prefix=shorten(engine.tokenizer, case.prefix)) for case in drawn]
     return drawn
 
 
@@ -219,7 +226,8 @@ def add_engine(result: dict) -> None:
     work."""
     session = CompletionSession()
     session.load(EngineSettings(result["model"]))
-    drawn = development_cases(session, result["files"], result["cases"], result["seed"], result["prompt"])
+    drawn = development_cases(session.engine, result["files"], result["cases"], result["seed"], result["prompt"],
+                              result.get("cursors", "identifiers"))
     settings, _ = Settings().updated(result["changed"])
     modes = list(result["server"])
     engine_results = through_engine(session, drawn, modes, settings)
@@ -265,7 +273,7 @@ def print_summary(result: dict) -> None:
     header = f"{'mode':6} {'when':>8} " + " ".join(f"{name:>10}" for name in FIGURES)
     print(header)
     for mode, moments in result["server"].items():
-        for ms in MOMENTS_MS:
+        for ms in result["moments_ms"]:
             row = moments[f"{ms}ms"]
             print(f"{mode:6} {ms:>6}ms " + " ".join(f"{row[name]:>10.1%}" for name in FIGURES))
         engine = result["engine"][mode]
@@ -295,12 +303,13 @@ def plot(result: dict, path: str) -> None:
     for axis, name in zip(axes, ("word_exact", "line_exact")):
         for mode, moments in result["server"].items():
             color = colors.get(mode)
-            axis.plot(MOMENTS_MS, [100 * moments[f"{ms}ms"][name] for ms in MOMENTS_MS], "o-", color=color,
-                      label=f"{mode}: cpc-lsp")
+            axis.plot(result["moments_ms"], [100 * moments[f"{ms}ms"][name] for ms in result["moments_ms"]], "o-",
+                      color=color, label=f"{mode}: cpc-lsp")
             axis.axhline(100 * result["engine"][mode][name], color=color, ls="--", lw=1,
                          label=f"{mode}: in process, no time budget")
         axis.set_xscale("log")
-        axis.set_xticks(MOMENTS_MS, [f"{ms} ms" if ms < 1000 else f"{ms // 1000} s" for ms in MOMENTS_MS])
+        axis.set_xticks(result["moments_ms"],
+                        [f"{ms} ms" if ms < 1000 else f"{ms // 1000} s" for ms in result["moments_ms"]])
         axis.minorticks_off()  # the log scale's own ticks would be labelled over the moments
         axis.set_xlabel("time after the keystroke")
         axis.set_title(name.replace("_", " "))
@@ -334,6 +343,12 @@ def main() -> int:
     parser.add_argument("--cases", type=int, default=200)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--prompt", choices=("long", "short"), default="long")
+    parser.add_argument("--cursors", choices=("identifiers", "functions"), default="identifiers",
+                        help="identifiers: inside identifiers of whole files (the development sets); functions: cold "
+                             "single-function documents cut at any character of a body line (cpc.bench.functions); "
+                             "--files takes comma-separated globs")
+    parser.add_argument("--until-ms", type=int, choices=MOMENTS_MS, default=MOMENTS_MS[-1],
+                        help="follow each cursor's suggestion this long (the later moments are left out)")
     parser.add_argument("--modes", default="cpc,heal,naive")
     parser.add_argument("--pause", default="read",
                         help="how long each document is open before the keystroke: 'read' (until the server has "
@@ -353,7 +368,8 @@ def main() -> int:
             add_engine(result)
     else:
         result = run(args.model, args.files, args.cases, args.seed, args.prompt, args.modes.split(","),
-                     dict(parse_setting(item) for item in args.set), args.pause, engine=not args.engine_later)
+                     dict(parse_setting(item) for item in args.set), args.pause, args.until_ms,
+                     engine=not args.engine_later, cursors=args.cursors)
     if args.json or args.add_engine:
         Path(args.json or args.add_engine).write_text(json.dumps(result, indent=1))
     if "engine" not in result:

@@ -18,6 +18,7 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from cpc.beam import ByteBeam
@@ -26,12 +27,15 @@ from cpc.conditioning import Conditioner
 from cpc.draft import DraftPolicy
 from cpc.gguf import GGUFModel
 from cpc.index import PrefixIndex
-from cpc.lm import DEFAULT_CONTEXT_SIZE, LanguageModel, LlamaLM
+from cpc.lm import DEFAULT_CONTEXT_SIZE, INITIAL_PREFILL_RATE, LanguageModel, LlamaLM
 from cpc.models import Progress
 from cpc.remote import RemoteLM, RemoteOptions, is_remote
 from cpc.tokenizer import LlamaTokenizer
 from cpc.vocab import Vocabulary
 from cpc.window import MAX_PROMPT_TOKENS, prompt_tokens_for
+
+READING_SAMPLE_CHARS = 1200
+"""Characters of real text (code and prose, some 300 tokens) `Engine.time_reading` reads and times."""
 
 
 @dataclass(frozen=True)
@@ -102,6 +106,26 @@ class Engine:
         """Make the next request cold, for benchmarks and tests: no cached candidates, beams, snapshots or
         KV cache (on a server: the slot that served this client)."""
         self.conditioner.clear()
+
+    def time_reading(self) -> None:
+        """Read a sample prompt and time it, so that the first prompt-time budget (`cpc.window.fit_window`) is
+        planned with this machine's reading speed (`cpc.lm.LanguageModel.prefill_rate`) instead of a guess. A
+        shared server's speed is learnt from its answers instead.
+
+        >>> engine = Engine.load("smollm2")
+        >>> engine.time_reading(); engine.lm.prefill_rate != INITIAL_PREFILL_RATE
+        True
+        """
+        if isinstance(self.lm, RemoteLM):
+            return
+        sample = Path(__file__).with_name("window.py").read_text(encoding="utf-8")[:READING_SAMPLE_CHARS]
+        tokens = self.lm.bos + tuple(self.tokenizer.encode(sample.encode("utf-8")))
+        self.lm.prefill(tokens[:16])  # the first read pages the weights in: not what a request pays
+        self.clear()
+        started = time.perf_counter()
+        read = self.lm.prefill(tokens)
+        self.lm.prefill_rate = read / max(time.perf_counter() - started, 1e-6)
+        self.clear()
 
     @classmethod
     def load(

@@ -14,15 +14,19 @@ continuation step — for two fusion models over the scoring model's token ids:
 re-counting only changed lines) and workspace files (added as they are read,
 made visible by `WorkspaceModel.commit`). `WorkspaceModel.fusion` takes a
 snapshot for one request: a `Fusion`, in the batched, stateful shape of
-shallow-fusion decoders' language models
-shape — `init_states`, `advance(states) -> (scores[n, V], next_states)`,
-`final(states)`.
+shallow-fusion decoders' language models — `init_states`,
+`advance(states) -> (scores[n, V], next_states)`, `final(states)` — with
+the weights scaled by the evidence behind them (`WorkspaceModel.pull`): a
+lone short file, whose names the rest of its project would explain, gets
+almost none of them, a project nearly all.
 
     >>> from cpc.engine import Engine
     >>> from cpc.generate import Options, generate
     >>> engine = Engine.load("smollm2")
     >>> workspace = WorkspaceModel(engine.tokenizer)
-    >>> workspace.add_file("lib.py", "def compute_weighted_checksum(data):\\n    return 0\\n")
+    >>> import json.decoder, pathlib  # a project's worth of text around the name: fusion pulls with its evidence
+    >>> project = pathlib.Path(json.decoder.__file__).read_text()
+    >>> workspace.add_file("lib.py", project + "def compute_weighted_checksum(data):\\n    return 0\\n")
     >>> workspace.commit()
     >>> prefix = "from lib import *\\nx = compute_wei"
     >>> plain = generate(engine, prefix, options=Options(max_tokens=16)).completions[0].text
@@ -52,6 +56,20 @@ if TYPE_CHECKING:
 __all__ = ["Fusion", "FusionWeights", "WorkspaceModel"]
 
 SCOPE_WEIGHTS = (0.5, 0.2, 0.3)
+FULL_PULL_TOKENS = 2_000
+"""Tokens read (workspace files and open documents) from which fusion pulls as hard as its weights say, and
+below which in proportion (`WorkspaceModel.pull`): a lone short file is too little evidence of what the next
+names are. Nearly every directory of the workspace benchmark holds more (its gain is kept)."""
+MIN_PULL = 0.05
+"""Below this, the pull is 0: scores so scaled move nothing that matters, and a request leaves fusion out
+(`Fusion.is_off`), whose work costs every step time."""
+FORESEEN_PRIOR = 8
+"""A document's name occurrences are judged as if this many more had been foreseen: a new file's first few
+names, all new, say little about how well the workspace knows it."""
+FORESEEN_FULL = 0.5
+"""The share of a document's names foreseen from which fusion pulls fully (a file of its project: 0.7 to 0.97
+on the workspace benchmark's directories), and below which in proportion (a file of names its workspace has
+never seen)."""
 """The n-gram cache's mixture over (current document, other open documents, workspace files): most local first."""
 
 _WORD_CONTEXT_TOKENS = 16
@@ -115,6 +133,11 @@ class Fusion:
         self.ngram = ngram
         self.identifiers = identifiers
         self.weights = weights
+
+    @property
+    def is_off(self) -> bool:
+        """Whether these weights change nothing: a request may as well do without fusion."""
+        return not (self.weights.ngram or self.weights.identifiers)
 
     def init_states(
         self, context: State, text: bytes, starts: Sequence[tuple[State, bytes]]
@@ -258,11 +281,48 @@ class WorkspaceModel:
         left_out: Counter[bytes] = Counter()
         if document is not None and cursor_line is not None and 0 <= cursor_line < len(document.texts):
             left_out = names_in(document.texts[cursor_line].encode("utf-8", errors="replace"))
+        pull = self.pull(current)
         return Fusion(
             NGramModel(scopes, self.vocabulary_size, self.order),
             IdentifierModel(self.names, left_out, syntax=Syntax.of(current)),
-            weights,
+            FusionWeights(ngram=weights.ngram * pull, identifiers=weights.identifiers * pull),
         )
+
+    def pull(self, current: str | None) -> float:
+        """How much of its weights fusion uses in document ``current``, from 0 to 1: the evidence behind it.
+
+        The product of how much text it has read, ``min(1, tokens / FULL_PULL_TOKENS)``, and how well its
+        names foresaw the document's own, ``min(1, foreseen / FORESEEN_FULL)``, where ``foreseen`` is the
+        share of the document's name occurrences (the language's own aside) that were known when they
+        came, from the workspace or from earlier in the document (so every name the workspace does not
+        hold misses once), with `FORESEEN_PRIOR` more counted as known; 0 under `MIN_PULL`. A lone short file gets none of it: its names are new, and the names of the rest
+        of its project, unseen, would be penalised as inventions.
+
+        >>> from cpc.tokenizer import TiktokenTokenizer
+        >>> workspace = WorkspaceModel(TiktokenTokenizer())
+        >>> workspace.update_document("a.py", "def area(radius):\\n    return 3.14 * radius * radius\\n")
+        >>> workspace.pull("a.py")
+        0.0
+        >>> workspace.add_file("lib.py", "def area(radius):\\n    return radius\\n" * 300)
+        >>> workspace.pull("a.py")
+        1.0
+        """
+        with self._lock:
+            read = self.files.tokens + sum(document.counts.tokens for document in self.documents.values())
+            document = self.documents.get(current) if current is not None else None
+            foreseen = 1.0 if document is None else self._foreseen(document.names)
+        pull = min(1.0, read / FULL_PULL_TOKENS) * min(1.0, foreseen / FORESEEN_FULL)
+        return pull if pull >= MIN_PULL else 0.0
+
+    def _foreseen(self, names: Counter[bytes]) -> float:
+        """The share of these occurrences whose name was known when it came, `FORESEEN_PRIOR` more included."""
+        counts, base = self.names.counts, self.names.base
+        total = new = 0
+        for name, count in names.items():
+            if name not in base:
+                total += count
+                new += counts.get(name, 0) <= count  # no occurrence elsewhere: its first one here was new
+        return 1.0 - new / (total + FORESEEN_PRIOR)
 
     def stats(self) -> dict:
         """Sizes for ``cpc/status``: files, bytes, tokens, open documents, distinct names (the language's own

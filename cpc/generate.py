@@ -231,7 +231,8 @@ def generate(
     ``cancelled`` is polled before each model evaluation (and between the
     batches of a long prompt); when it returns True the work stops with
     `cpc.lm.Cancelled`, and every cache stays usable. ``fusion`` adds the
-    workspace's fusion scores to every choice. ``wanted`` is asked about
+    workspace's fusion scores to every choice (one whose weights are 0 is left
+    out: `cpc.fusion.Fusion.is_off`). ``wanted`` is asked about
     each completion's text so far before each generation step: when it says
     no to all of them, the work stops with `cpc.lm.Cancelled` too (the user
     has typed on, and not what these texts start with). ``early`` is called
@@ -240,6 +241,8 @@ def generate(
     goes on, and the final texts usually extend them (not always: a stop
     rule may trim a text's end).
     """
+    if fusion is not None and fusion.is_off:
+        fusion = None
     with engine.lm.interruptible(cancelled):
         return _generate(engine, prefix, suffix, options, fusion, wanted, early)
 

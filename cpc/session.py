@@ -38,7 +38,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from cpc.engine import Engine
@@ -209,6 +209,7 @@ class CompletionSession:
             settings.model, gpu_layers=settings.gpu_layers, threads=settings.threads or None,
             n_ctx=settings.context_size, progress=progress, remote=settings.remote,
         )
+        engine.time_reading()
         workspace = WorkspaceModel(engine.tokenizer)
         for key, text in self.documents.items():
             workspace.update_document(key, text)
@@ -310,7 +311,7 @@ class CompletionSession:
         self, key: str, prefix: str, suffix: str, options: Options, fusion: FusionWeights | None = None
     ) -> Answer | None:
         """A cache answer, cheap enough for an event loop (no model)."""
-        texts = self.cache.lookup(key, prefix, suffix, (options, fusion))
+        texts = self.cache.lookup(key, prefix, suffix, _asked(options, fusion))
         return None if texts is None else Answer(texts, from_cache=True, engine_ms=0.0)
 
     def complete(
@@ -323,6 +324,7 @@ class CompletionSession:
         fusion: FusionWeights | None = None,
         wanted: Callable[[str], bool] | None = None,
         early: Callable[[Answer], None] | None = None,
+        refresh: bool = False,
     ) -> Answer:
         """Suggestions for the cursor between ``prefix`` and ``suffix`` of document ``key``.
 
@@ -338,8 +340,11 @@ class CompletionSession:
         line, and its first text extends the first text of that early one
         (`grown`), so that an editor showing the early answer can show this
         one instead with no change to what is on screen.
+
+        With ``refresh``, the model answers even where the cache holds an answer, and its answer takes the
+        cached one's place (a window cut for `Options.prompt_budget_ms`, read whole).
         """
-        answer = self.cached(key, prefix, suffix, options, fusion)
+        answer = None if refresh else self.cached(key, prefix, suffix, options, fusion)
         if answer is not None:
             return answer
         if self.engine is None:
@@ -352,7 +357,7 @@ class CompletionSession:
 
         def first_answer(texts: list[str]) -> None:
             shown.extend(texts)
-            self.cache.remember(key, prefix, suffix, (options, fusion), texts)
+            self.cache.remember(key, prefix, suffix, _asked(options, fusion), texts)
             early(Answer(texts, from_cache=False, engine_ms=(time.perf_counter() - started) * 1000, partial=True))
 
         generation = generate(
@@ -362,7 +367,7 @@ class CompletionSession:
         texts = [completion.text for completion in generation.completions]
         if shown:
             texts = grown(shown, texts)
-        self.cache.remember(key, prefix, suffix, (options, fusion), texts)
+        self.cache.remember(key, prefix, suffix, _asked(options, fusion), texts)
         return Answer(texts, from_cache=False, engine_ms=(time.perf_counter() - started) * 1000,
                       lm_calls=generation.lm_calls, cut_short=generation.cut_short)
 
@@ -382,6 +387,12 @@ class CompletionSession:
 
     def _recent(self, prefix: str) -> str:
         return text_window(prefix, self.engine.conditioner.max_prompt_tokens)
+
+
+def _asked(options: Options, fusion: FusionWeights | None) -> Hashable:
+    """What a cached answer answers: the options but the prompt budget (an answer read from the whole window
+    serves a request that would have cut it), and the fusion weights."""
+    return replace(options, prompt_budget_ms=None), fusion
 
 
 def grown(shown: list[str], final: list[str]) -> list[str]:

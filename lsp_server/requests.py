@@ -27,9 +27,12 @@ may do is one small object per request (`Ticket`):
   loaded and none loading, requests answer an empty list.
 - **Reading ahead** (``warmCache``). When the editor has been quiet for
   `WARM_IDLE_S` and the worker is idle, the worker reads the prompt window
-  at the last edit (at the end of a newly opened file) into the KV cache,
-  and, after an answer whose window was cut for ``promptBudgetMs``, the
-  whole window.
+  at the last edit (at the end of a newly opened file) into the KV cache.
+- **Cut windows upgraded.** An answer from a window cut for
+  ``promptBudgetMs`` (a long file the KV cache lacks) is followed at once
+  by the whole window's answer, into the suggestion cache, and the editor
+  is told when it differs (`SUGGESTION_READY`): the quick answer comes
+  first, the better one replaces it.
 - **The next line foreseen** (``warmCache``). After the model's whole answer
   for a cursor at the end of its line, the worker prepares the suggestion
   for the line after it, as if the user accepted the answer and pressed
@@ -239,7 +242,8 @@ class Ticket:
 def _counters() -> dict[str, int]:
     return dict.fromkeys((
         "requests", "from_cache", "from_model", "superseded", "stopped", "not_ready",
-        "held", "cut_short", "warmed", "warm_stopped", "kept", "grown", "foreseen", "foresight_stopped",
+        "held", "cut_short", "upgraded", "upgrade_stopped", "warmed", "warm_stopped", "kept", "grown", "foreseen",
+        "foresight_stopped",
     ), 0)
 
 
@@ -265,7 +269,8 @@ class Requests:
     ``stopped``: model work stopped early (a newer request, or ``$/cancelRequest``);
     ``kept``: model work finished for the suggestion cache after a newer request typed on from it;
     ``held``: came while the model loaded and waited for it; ``not_ready``: answered empty for want of a model;
-    ``cut_short``: model answers from a window cut for ``promptBudgetMs``;
+    ``cut_short``: model answers from a window cut for ``promptBudgetMs``; ``upgraded`` / ``upgrade_stopped``:
+    their whole window's answers that followed, given / stopped (a newer request elsewhere, an edit);
     ``warmed`` / ``warm_stopped``: prompt windows read ahead while idle, whole / stopped by the user;
     ``grown``: suggestions answered early that grew, and the editor was told (`SUGGESTION_READY`);
     ``foreseen`` / ``foresight_stopped``: next lines prepared after an answer, whole / stopped (`Foresight`)."""
@@ -274,7 +279,8 @@ class Requests:
     in_flight: int = field(default=0, init=False)
     """Requests waiting for the worker or running on it."""
     growing: int = field(default=0, init=False)
-    """Suggestions answered early whose rest is still being generated."""
+    """Suggestions answered early whose rest is still being generated, or answered from a cut window whose
+    whole one is still being read (`_upgrade`)."""
     latest: dict[str, int] = field(default_factory=dict, init=False)
     """The number of the newest request per document."""
     newest: dict[str, Cursor] = field(default_factory=dict, init=False)
@@ -420,15 +426,55 @@ class Requests:
         return texts
 
     def _answered_in_full(self, cursor: Cursor, answer: Answer) -> None:
-        """The model's whole answer for ``cursor`` is in: a window cut for ``promptBudgetMs`` is read whole when
-        idle; an answer that ends the line has the next line foreseen first (from the window as it was read)."""
-        if answer.completions and self.settings().warm_cache:
+        """The model's whole answer for ``cursor`` is in: one from a window cut for ``promptBudgetMs`` is
+        followed by the whole window's (`_upgrade`); an answer that ends the line has the next line foreseen."""
+        if answer.cut_short:
+            self.counts["cut_short"] += 1
+            self._upgrade(cursor)
+        elif answer.completions and self.settings().warm_cache:
             foresight = Foresight.after(cursor, answer.completions[0])
             if foresight is not None:
                 self._foresee(foresight)
-        if answer.cut_short:
-            self.counts["cut_short"] += 1
-            self.schedule_warm(cursor.uri, len(cursor.prefix))
+
+    def _upgrade(self, cursor: Cursor) -> None:
+        """Answer ``cursor`` again from its whole prompt window, on the worker, into the suggestion cache; tell
+        the editor when the answer differs from the one shown. Stale once the document's newest request is
+        neither this cursor nor typed on from it."""
+        settings = self.settings()
+        options, fusion = settings.options, settings.fusion_weights
+        whole = replace(options, prompt_budget_ms=None)  # with no early answer asked, no word budget either
+        loop = asyncio.get_running_loop()
+
+        def stale() -> bool:
+            newest = self.newest.get(cursor.uri)
+            return newest is None or not (newest is cursor or cursor.typed_on_by(newest))
+
+        def work() -> None:
+            if stale():
+                self.counts["upgrade_stopped"] += 1
+                return
+            try:
+                answer = self._run(stale, lambda: self.session.complete(
+                    cursor.uri, cursor.prefix, cursor.suffix, whole, stale, fusion, refresh=True))
+            except Cancelled:
+                self.counts["upgrade_stopped"] += 1
+            except Exception:  # the quick answer was given: the better one is a favour
+                log.exception("answering from the whole window failed")
+            else:
+                self.counts["upgraded"] += 1
+                call_soon(loop, self._upgraded, cursor, answer, options, fusion)
+
+        self.growing += 1  # the suggestion shown is still to be replaced: the editor should keep asking
+        job = self.worker.submit(work)
+        job.add_done_callback(lambda _: call_soon(loop, self._upgrade_ended))
+
+    def _upgrade_ended(self) -> None:
+        self.growing -= 1
+
+    def _upgraded(self, cursor: Cursor, answer: Answer, options: Options, fusion: FusionWeights | None) -> None:
+        """The whole window's answer for ``cursor`` is in the cache: the editor is told, the next line foreseen."""
+        self._tell_grown(cursor, options, fusion, replaced=True)
+        self._answered_in_full(cursor, answer)
 
     async def _grow(self, ticket: Ticket, job: Future, options: Options, fusion: FusionWeights | None) -> None:
         """Wait for the rest of a suggestion answered early; when the suggestion cache then holds more
@@ -447,7 +493,10 @@ class Requests:
         finally:
             self.growing -= 1
 
-    def _tell_grown(self, cursor: Cursor, options: Options, fusion: FusionWeights | None) -> None:
+    def _tell_grown(self, cursor: Cursor, options: Options, fusion: FusionWeights | None,
+                    replaced: bool = False) -> None:
+        """Tell the editor when the cache holds more for the newest cursor than was shown there (with
+        ``replaced``, anything else: an answer from the whole window after a cut one)."""
         newest = self.newest.get(cursor.uri)
         shown_for, shown = self._shown.get(cursor.uri, (None, []))
         document = self.workspace().text_documents.get(cursor.uri)
@@ -455,7 +504,8 @@ class Requests:
                 newest is cursor or cursor.typed_on_by(newest)):
             return
         more = self.session.cached(newest.uri, newest.prefix, newest.suffix, options, fusion)
-        if more is None or more.completions == shown or (shown and not more.completions[0].startswith(shown[0])):
+        if more is None or more.completions == shown or (
+                shown and not replaced and not more.completions[0].startswith(shown[0])):
             return
         self.counts["grown"] += 1
         position = newest.replace.end

@@ -92,8 +92,10 @@ class Settings:
     debounce_ms: int = 30
     """How long a request waits for a newer keystroke before it starts the model."""
     prompt_budget_ms: int = 200
-    """Reading the prompt takes about this long at most: a request whose window the KV cache lacks
-    (a new file, a jump) reads the text just before the cursor first. 0: always the whole window."""
+    """Reading the prompt takes about this long at most, at the reading speed timed at load: a window the
+    KV cache lacks that takes longer (far into a long file, after a jump) is cut to the text just before
+    the cursor, and the whole window's answer follows. A short file is read whole
+    (`cpc.window.SHORT_WINDOW`). 0: always the whole window."""
     word_budget_ms: int = 100
     """After this long, a suggestion ends with its first word instead of the end of the line (0: off):
     mid-word, the word comes quickly on a slow machine."""

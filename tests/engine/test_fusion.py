@@ -5,12 +5,14 @@ from __future__ import annotations
 import math
 from collections import Counter
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from cpc.fusion import FusionWeights, WorkspaceModel
+from cpc.fusion import MIN_PULL, FusionWeights, WorkspaceModel
 from cpc.identifiers import (
     _ASSIGNMENT, BONUS, MIN_CAP, PENALTY, IdentifierModel, NameCounts, TokenShapes, language_names, names_in,
 )
@@ -299,10 +301,20 @@ LIB = "import zlib\n\ndef compute_weighted_checksum(data, weights):\n    total =
 MAIN = "from lib import *\n\ndef main(values):\n    result = compute_wei"
 
 
-def test_batched_advance_equals_one_at_a_time(cl100k):
-    workspace = WorkspaceModel(cl100k)
+def project(tokenizer) -> WorkspaceModel:
+    """A workspace with a project's worth of text: `LIB` among real modules."""
+    import json
+
+    workspace = WorkspaceModel(tokenizer)
+    for path in sorted(Path(json.__file__).parent.glob("*.py")):
+        workspace.add_file(path.name, path.read_text())
     workspace.add_file("lib.py", LIB)
     workspace.commit()
+    return workspace
+
+
+def test_batched_advance_equals_one_at_a_time(cl100k):
+    workspace = project(cl100k)
     workspace.update_document("main.py", MAIN)
     fusion = workspace.fusion("main.py", FusionWeights(0.7, 0.4), cursor_line=3)
     context = tuple(cl100k.encode(MAIN[: -len("compute_wei")].encode()))
@@ -363,12 +375,26 @@ def test_fusion_with_zero_weights_changes_nothing(smollm2, mode):
         ]
 
 
+def test_fusion_pulls_with_the_evidence_behind_it(cl100k):
+    """A lone short file is little evidence: fusion keeps almost none of its weights there, and a project's
+    file most of them; the weights a request's fusion uses are the pull times the ones asked for."""
+    lone = WorkspaceModel(cl100k)
+    lone.update_document("main.py", MAIN)
+    in_project = project(cl100k)
+    in_project.update_document("main.py", MAIN)
+    assert lone.pull("main.py") == 0.0 and lone.fusion("main.py", FusionWeights(), cursor_line=3).is_off
+    assert in_project.pull("main.py") == 1.0
+    in_project.update_document("novel.py", " ".join(f"zq{k}" for k in range(40)))
+    assert MIN_PULL < in_project.pull("novel.py") < 0.5, "a document of names the workspace never saw lowers it"
+    fusion = in_project.fusion("main.py", FusionWeights(0.5, 2.0), cursor_line=3)
+    pull = in_project.pull("main.py")
+    assert fusion.weights == FusionWeights(0.5 * pull, 2.0 * pull)
+
+
 def test_fusion_completes_a_name_from_another_file(smollm2):
     from cpc.generate import Options, generate
 
-    workspace = WorkspaceModel(smollm2.tokenizer)
-    workspace.add_file("lib.py", LIB)
-    workspace.commit()
+    workspace = project(smollm2.tokenizer)
     workspace.update_document("main.py", MAIN)
     smollm2.clear()
     fused = generate(smollm2, MAIN, "", Options(max_tokens=8), fusion=workspace.fusion("main.py", cursor_line=3))

@@ -4,6 +4,8 @@ cold start, and a closed document."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from cpc.generate import Options
@@ -58,3 +60,15 @@ def test_a_closed_document_forgets_its_suggestions(session):
     text = session.complete(URI, PREFIX, "", OPTIONS).completions[0]
     session.close_document(URI)
     assert session.cached(URI, PREFIX + text[0], "", OPTIONS) is None
+
+
+def test_an_answer_from_the_whole_window_takes_the_place_of_a_cut_one(session):
+    """The cache answers a request whatever its prompt budget (a whole window's answer serves a request that
+    would cut it); ``refresh`` asks the model again and its answer replaces the one cached."""
+    session.update_document(URI, PREFIX)
+    session.clear()
+    cut = session.complete(URI, PREFIX, "", replace(OPTIONS, prompt_budget_ms=1))
+    assert session.cached(URI, PREFIX, "", replace(OPTIONS, prompt_budget_ms=None)).completions == cut.completions
+    whole = session.complete(URI, PREFIX, "", replace(OPTIONS, prompt_budget_ms=None), refresh=True)
+    assert not whole.from_cache and whole.lm_calls > 0 and not whole.cut_short
+    assert session.cached(URI, PREFIX, "", replace(OPTIONS, prompt_budget_ms=1)).completions == whole.completions

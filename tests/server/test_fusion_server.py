@@ -8,6 +8,7 @@ file on disk, is completed; with ``fusion`` off the suggestion is recorded
 
 from __future__ import annotations
 
+import json
 import sys
 import warnings
 from pathlib import Path
@@ -60,7 +61,9 @@ IGNORED = '''\
 def zephyr_ignored_helper():
     return 1
 '''
-EXPECTED_FILES = 2  # .gitignore and store.py; ignored.py is ignored, logo.png is binary
+PROJECT_MODULES = sorted(Path(json.__file__).parent.glob("*.py"))
+"""The rest of the project: real modules, so that fusion has the evidence of a project (`WorkspaceModel.pull`)."""
+EXPECTED_FILES = 2 + len(PROJECT_MODULES)  # .gitignore, store.py and the modules; ignored.py is ignored, logo.png binary
 
 
 @pytest.fixture(scope="module")
@@ -71,6 +74,9 @@ def project(tmp_path_factory) -> Path:
     (root / "store.py").write_text(STORE)
     (root / "ignored.py").write_text(IGNORED)
     (root / "logo.png").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\x00")
+    (root / "codec").mkdir()
+    for module in PROJECT_MODULES:
+        (root / "codec" / module.name).write_text(module.read_text())
     return root
 
 
@@ -130,6 +136,7 @@ async def settled(client: LanguageClient):
 
 
 async def test_a_name_defined_in_another_open_file_is_completed(client: LanguageClient, record_property):
+    await wait_for_status(client, lambda s: s.workspace.state == "ready", "reading the workspace folder", 120)
     open_document(client, "file:///fusion/lib.py", LIB)
     uri = "file:///fusion/main.py"
     open_document(client, uri, MAIN)
@@ -168,7 +175,7 @@ async def test_the_workspace_folder_is_read_in_the_background(client: LanguageCl
     assert workspace.tokens > 0 and workspace.identifiers > 0 and workspace.seconds is not None
     kinds = {type(report).__name__ for reports in client.progress_reports.values() for report in reports}
     assert {"WorkDoneProgressBegin", "WorkDoneProgressEnd"} <= kinds
-    assert any("workspace read: 2 files" in message.message for message in client.log_messages)
+    assert any(f"workspace read: {EXPECTED_FILES} files" in message.message for message in client.log_messages)
 
     # a new document uses a name that only the file on disk defines
     uri = "file:///fusion/use.py"

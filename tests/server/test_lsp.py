@@ -413,10 +413,10 @@ async def test_a_client_that_does_not_ask_again_gets_the_whole_line_however_long
         await client.stop()
 
 
-async def test_a_cold_request_is_answered_from_a_cut_window_and_the_idle_model_reads_ahead(client: LanguageClient):
-    """``promptBudgetMs``: a request far into a new file reads the text just before the cursor; once the
-    editor is quiet, the worker reads the whole window, and the next request there reads it whole. A file
-    just opened is read ahead at its end."""
+async def test_a_cold_request_is_answered_from_a_cut_window_then_from_the_whole_one(client: LanguageClient):
+    """``promptBudgetMs``: a request far into a new file reads the text just before the cursor; its answer is
+    followed by the whole window's, which the suggestion cache then serves, and the next request there reads
+    the whole window from the KV cache. A file just opened is read ahead at its end."""
     client.workspace_did_change_configuration(
         types.DidChangeConfigurationParams(settings={"cpc": {**SETTINGS, "promptBudgetMs": 1, "warmCache": True}})
     )
@@ -430,11 +430,14 @@ async def test_a_cold_request_is_answered_from_a_cut_window_and_the_idle_model_r
         assert (await inline(client, uri, line, character)).items
         cut = await wait_for_status(client, lambda s: s.from_model > start.from_model, "the first answer")
         assert cut.cut_short == start.cut_short + 1, "a cold request far into the file reads a cut window"
-        warmed = await wait_for_status(client, lambda s: s.warmed > cut.warmed, "reading the whole window ahead")
+        upgraded = await wait_for_status(client, lambda s: s.upgraded > cut.upgraded, "the whole window's answer")
+        assert (await inline(client, uri, line, character)).items
+        assert (await status(client)).from_cache == upgraded.from_cache + 1, "the cache holds the whole window's answer"
         insert(client, uri, 2, line, character, "x")
         assert (await inline(client, uri, line, character + 1)) is not None
-        after = await wait_for_status(client, lambda s: s.from_model > warmed.from_model, "the next answer")
-        assert after.cut_short == cut.cut_short, "the window read ahead serves the next request whole"
+        after = await wait_for_status(client, lambda s: s.from_model + s.from_cache > upgraded.from_model + upgraded.from_cache + 1,
+                                      "the next answer")
+        assert after.cut_short == cut.cut_short, "the window read for the upgrade serves the next request whole"
 
         opened = await status(client)
         open_document(client, "file:///warm/opened.py", TEXTWRAP)
