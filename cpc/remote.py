@@ -71,6 +71,7 @@ import json
 import logging
 import math
 import os
+import re
 import socket
 import ssl
 import threading
@@ -116,8 +117,35 @@ control token, and its value; widened (8, 64, ...) in the rare answer whose top 
 
 
 def is_remote(model: object) -> bool:
-    """Whether a `model` setting names a server (``http://HOST:PORT``) rather than a GGUF file."""
-    return isinstance(model, str) and model.startswith(REMOTE_SCHEMES)
+    """Whether a `model` setting names a server (``http://HOST:PORT``), or several, rather than a GGUF file."""
+    return isinstance(model, str) and model.strip().startswith(REMOTE_SCHEMES)
+
+
+def server_addresses(model: str) -> list[str]:
+    """The servers a `model` setting names: one address, or several (replicas of one model) separated by spaces
+    or commas.
+
+    >>> server_addresses("http://gpu-box:8080, http://gpu-box:8081")
+    ['http://gpu-box:8080', 'http://gpu-box:8081']
+    """
+    return [part for part in re.split(r"[\s,]+", model.strip()) if part]
+
+
+def address_problem(model: str) -> str | None:
+    """What is wrong with the server addresses of a `model` setting, or None.
+
+    >>> address_problem("http://a:8080 a:8081")
+    "'a:8081' is not a server address -- write each as http://HOST:PORT (several: separated by spaces or commas)"
+    """
+    addresses = server_addresses(model)
+    for address in addresses:
+        parts = urlsplit(address)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            return (f"{address!r} is not a server address -- write each as http://HOST:PORT (several: separated by "
+                    "spaces or commas)")
+    names = [address.rstrip("/") for address in addresses]
+    twice = next((name for name in names if names.count(name) > 1), None)
+    return f"{twice} is named twice" if twice else None
 
 
 class RemoteUnavailable(RuntimeError):
@@ -162,6 +190,9 @@ class RemoteOptions:
     (``/v1/completions``: vLLM, SGLang), or ``auto`` (llama-server when ``/props`` answers)."""
     ca_file: str | None = None
     """A PEM file of certificate authorities that ``https://`` servers may be signed by, besides the system's."""
+    replica_retry_s: float = 1.0
+    """With several servers (replicas): how long one that failed is skipped before it is tried again (doubling
+    while it keeps failing, up to `cpc.replicas.MAX_RETRY_S`)."""
     api_key: str | None = field(default_factory=lambda: os.environ.get(API_KEY_ENV) or None, repr=False)
     """Sent as ``Authorization: Bearer`` on every request: from the environment (`API_KEY_ENV`), never a
     setting; left out of this object's ``repr``, so no log or message shows it."""
@@ -235,9 +266,10 @@ class RemoteLM(LanguageModel):
         options: RemoteOptions = RemoteOptions(),
     ) -> None:
         """``n_ctx``: the longest state this client sends; the server's context must hold it."""
+        problem = address_problem(url)
+        if problem is not None:
+            raise ModelError(problem)
         parts = urlsplit(url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ModelError(f"{url!r} is not a server address -- write it as http://HOST:PORT")
         if options.api not in ("auto", LLAMA_SERVER, OPENAI):
             raise ModelError(f"remoteApi {options.api!r} is not one of auto, {LLAMA_SERVER}, {OPENAI}")
         self.url = url.rstrip("/")
