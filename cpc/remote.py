@@ -87,7 +87,9 @@ import numpy as np
 from cpc.index import PrefixIndex
 from cpc.lm import Cancelled, LanguageModel, LMStats, State, best_allowed, document_start
 from cpc.models import ModelError
-from cpc.serving import LLAMA_SERVER, OPENAI, AnswerError, LlamaServerAPI, OpenAICompletionsAPI, TopK, logprobs_cap
+from cpc.serving import (
+    LLAMA_SERVER, OPENAI, AnswerError, LlamaServerAPI, OpenAICompletionsAPI, TokenTexts, TopK, logprobs_cap,
+)
 from cpc.tokenizer import LlamaTokenizer
 
 log = logging.getLogger(__name__)
@@ -562,6 +564,10 @@ class RemoteLM(LanguageModel):
         began = time.perf_counter()
         try:
             answers = self.api.parse(answer, len(states), probabilities=k > 0)
+        except TokenTexts as error:
+            raise RemoteMismatch(f"{self.server_name} {error}: this client needs the ids -- serve the model with "
+                                 "vLLM or llama-server (SGLang's /v1/completions gives texts; docs/team-server.md)"
+                                 ) from error
         except AnswerError as error:
             raise RemoteMismatch(f"{self.url}{self.api.path} answered in an unknown shape ({error}): is "
                                  f"{self.server_name} a server of 2025 or later?") from error
