@@ -179,7 +179,7 @@ def plot(result: dict, path: str) -> None:
     if "failover" in result:
         _plot_failover(axes["failover"], result["failover"])
     fig.suptitle(f"{result['model']}: {result['cases']} cursors in {FILES} (seed {result['seed']}, "
-                 f"{result['prompt']} prompts); {result['machine']['summary']}", fontsize=10)
+                 f"{result['prompt']} prompts)\n{result['machine']['summary']}", fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
 
