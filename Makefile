@@ -97,10 +97,12 @@ bench: $(STAMP)
 	$(BIN)/cpc bench --workspace dev --cases 60 --seed 1 --modes cpc,cpc+fusion,cpc+context,naive+fusion --json $(OUT)/bench_workspace.json --plot $(OUT)/bench_workspace.png
 	$(BIN)/python benchmarks/bench_workspace_memory.py --megabytes 50 --json $(OUT)/bench_workspace_memory.json
 
-# The model in-process vs on a shared server (K = 64, 512, 4096, over llama-server's /completion and the
-# OpenAI-compatible /v1/completions: word/line exact, p50/p95, identical texts), and 1, 4, 16 and 32 editors
-# sharing one llama-server in the documented team configuration: requests/s, p50/p95, where a state's time
-# goes (docs/team-server.md). BENCH_REMOTE='--server-url http://gpu-box:8080' drives a server started elsewhere.
+# 1, 8 and 32 editors sharing 1, 2 and 4 llama-server replicas in the documented team configuration
+# (requests/s, p50/p95, the servers' states/s and busy slots, where a state's time goes), then 16 editors on
+# 2 replicas while one is stopped and started again (answered, refused, lost): about 7 minutes on 2 cores
+# (docs/team-server.md). BENCH_REMOTE='--only quality' compares the model in-process and on a server (K = 64,
+# 512, 4096, both APIs); BENCH_REMOTE='--server-url "http://gpu-box:8080 http://gpu-box:8081"' drives servers
+# started elsewhere.
 BENCH_REMOTE ?=
 bench-remote: $(STAMP) $(LLAMA_SERVER)
 	mkdir -p $(OUT)

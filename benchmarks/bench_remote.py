@@ -1,15 +1,35 @@
-"""``make bench-remote``: the model in-process vs on a shared server, and one server shared by many editors.
+"""``make bench-remote``: editors sharing one or several model servers, a replica's failover, and the model
+in-process vs on a server.
 
-    python benchmarks/bench_remote.py [--cases 60] [--seed 1] [--prompt short|long] [--ks 64,512,4096]
-                                      [--apis llama-server,openai] [--editors 1,4,16,32] [--parallel 32]
-                                      [--seconds 30] [--server-url URL] [--json OUT] [--plot OUT.png]
+    python benchmarks/bench_remote.py [--only quality|throughput|failover] [--editors 1,8,32]
+                                      [--replicas 1,2,4] [--parallel 32] [--seconds 15]
+                                      [--failover-editors 16] [--failover-seconds 60]
+                                      [--server-url URL] [--json OUT] [--plot OUT.png]
+                                      [--cases 60] [--seed 1] [--prompt short|long] [--ks 64,512,4096]
+                                      [--apis llama-server,openai]
 
-Quality: the cursors of ``cpc bench`` (standard-library files a-m, cold
-caches, CPC mode; short prompts by default -- whole lines, at most 300
-tokens, as ``cpc bench --prompt short``: on two cores a long prompt's cold
-prefill dominates every number) completed by the in-process model and by
-the remote backend at each K and over each API (llama-server's own
-``/completion``, and ``/v1/completions`` as vLLM serves it), against a
+Throughput (`remote_load.load_grid`): 1, 8 and 32 editors (separate
+processes, as separate editors are) share 1, 2 and 4 llama-server replicas
+started here with the documented team configuration (the ``--parallel``
+slots and the cores split between the replicas), or the servers at
+``--server-url`` (a GPU box; several addresses: replicas), each typing
+identifiers of its own files key by key for a fixed time (short prompts:
+whole lines up to 300 tokens), one request after the other. Requests per
+second over all editors and p50/p95 per request, the states per second the
+servers answered and their busy slots per decode, and where a model
+state's time goes (`remote_load.PROFILE_COLUMNS`).
+
+Failover (`remote_load.failover`): 16 editors on 2 replicas, one stopped a
+quarter into the run and started again at half: how many requests were
+answered, refused (said to the user) or lost (none may be), per second.
+
+Quality (``--only quality``: not in the default run, which it would make
+seven minutes longer): the cursors of ``cpc bench`` (standard-library
+files a-m, cold caches, CPC mode; short prompts by default -- whole lines,
+at most 300 tokens, as ``cpc bench --prompt short``: on two cores a long
+prompt's cold prefill dominates every number) completed by the in-process
+model and by the remote backend at each K and over each API (llama-server's
+own ``/completion``, and ``/v1/completions`` as vLLM serves it), against a
 llama-server with one slot on the same model file, and in-process again
 batched another way (`REBATCHED`, the control for identical texts). Per
 configuration: word and line exact, p50/p95 latency; per remote
@@ -17,24 +37,13 @@ configuration: the share of cases whose text is identical to the
 in-process one, and the bound on the mass outside the top K (the largest
 ``rest`` of the request's answers) where the texts differ.
 
-Throughput: 1, 4, 16 and 32 editors (separate processes, as separate
-editors are) share one llama-server started with the documented team
-configuration (`TEAM_SERVER_ARGS`: a slot per expected editor, ``--parallel
-32``), or the server at ``--server-url`` (a GPU box), each typing
-identifiers of its own files key by key for a fixed time (short prompts:
-whole lines up to 300 tokens), one request after the other. Requests per
-second over all editors and p50/p95 per request, and where a model state's
-time goes (`PROFILE_COLUMNS`: the client's side, and the server's own
-timings). The result records the machine it ran on and the server's
-command line.
+The result records the machine it ran on and the servers' command line.
 """
 
 from __future__ import annotations
 
 import argparse
-import itertools
 import json
-import multiprocessing
 import os
 import platform
 import shutil
@@ -42,9 +51,8 @@ import statistics
 import subprocess
 import sys
 import time
-import urllib.request
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager, nullcontext
+from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import asdict, replace
 from pathlib import Path
 
@@ -56,9 +64,12 @@ from cpc.bench.quality import (  # noqa: E402
 )
 from cpc.bench.report import print_rows, pyplot  # noqa: E402
 from cpc.engine import Engine  # noqa: E402
-from cpc.generate import Options, generate  # noqa: E402
-from cpc.remote import RemoteLM, RemoteOptions  # noqa: E402
-from tests.support.llama_server import LlamaServer  # noqa: E402
+from benchmarks.remote_load import (  # noqa: E402
+    PROFILE_COLUMNS, TEAM_SERVER_ARGS, Editors, failover, load_grid,
+)
+from cpc.generate import Options  # noqa: E402
+from cpc.remote import RemoteOptions  # noqa: E402
+from tests.support.llama_server import BINARY, LlamaServer  # noqa: E402
 
 FILES = "<stdlib>/[a-m]*.py"
 LOCAL = "in-process"
@@ -68,7 +79,8 @@ batching changed. llama.cpp's CPU logits depend on how a prompt's tokens are spl
 0.09 in probability on this model), so this is how often the model agrees with itself on the text: the
 ceiling for the remote backend, whose server batches its own way."""
 UNLIMITED_MS = 600_000.0
-THROUGHPUT_COLUMNS = [("editors", "editors", "{:7d}"), ("requests", "requests", "{:8d}"),
+THROUGHPUT_COLUMNS = [("replicas", "replicas", "{:8d}"), ("editors", "editors", "{:7d}"),
+                      ("requests", "requests", "{:8d}"), ("refused", "refused", "{:7d}"), ("lost", "lost", "{:4d}"),
                       ("requests_per_s", "req/s", "{:6.2f}"), ("p50_ms", "p50 ms", "{:8.0f}"), ("p95_ms", "p95 ms", "{:8.0f}")]
 
 
@@ -152,145 +164,22 @@ def summarise_quality(cases: list[Case], outcomes: dict[str, list[Outcome]], det
     }
 
 
-def _editor(number: int, url: str, api: str, cases: list[Case], k: int, max_tokens: int,
-            start: multiprocessing.Event, seconds: float, results: multiprocessing.Queue) -> None:
-    """One editor: types the identifiers of its cases key by key, over and over, until the time is up; (start, end)
-    per request."""
-    engine = Engine.load(url, remote=RemoteOptions(top_k=k, timeout_s=600, api=api))
-    results.put(("ready", number, None))
-    profile_before = _profile(engine.lm)
-    start.wait()
-    deadline = time.monotonic() + seconds
-    spans = []
-    options = Options(max_tokens=max_tokens)
-    for case in itertools.cycle(cases):  # busy until the time is up, however many editors share the cases
-        for typed in range(len(case.word_rest)):
-            if time.monotonic() > deadline:
-                results.put(("done", number, (spans, _profile_since(engine.lm, profile_before))))
-                return
-            began = time.monotonic()
-            generate(engine, case.prefix + case.word_rest[:typed], "", options)
-            spans.append((began, time.monotonic()))
-
-
-def _profile(lm: RemoteLM) -> dict:
-    """The client's profile and counters: its states asked and the prompt tokens the server read for them."""
-    return {**vars(lm.profile), "states": lm.stats.states, "server_prompt_tokens": lm.stats.tokens}
-
-
-def _profile_since(lm: RemoteLM, before: dict) -> dict:
-    return {name: value - before[name] for name, value in _profile(lm).items()}
-
-
-PROFILE_COLUMNS = [("editors", "editors", "{:7d}"), ("states_per_s", "states/s", "{:8.1f}"),
-                   ("decodes_per_state", "decodes/state", "{:13.2f}"), ("busy_slots", "busy slots", "{:10.2f}"),
-                   ("http_ms", "HTTP ms", "{:8.1f}"), ("server_ms", "server ms", "{:9.1f}"),
-                   ("prompt_tokens", "prompt tok", "{:10.1f}"), ("queue_ms", "queue ms", "{:8.1f}"),
-                   ("parse_ms", "JSON ms", "{:7.2f}"), ("rows_ms", "rows ms", "{:7.2f}"), ("kib", "KiB", "{:6.1f}")]
-"""Per state (averages over every state the editors asked): the HTTP round trip, the server's own compute
-(prompt + predicted ms from its timings), the prompt tokens it evaluated, the rest of the round trip (queued
-behind other requests, the answer built and sent), the client's JSON decoding and row building, the answer size."""
-
-
-def server_metrics(url: str) -> dict[str, float]:
-    """llama-server's Prometheus counters (``--metrics``), by name; empty from a server without them."""
-    try:
-        with urllib.request.urlopen(f"{url}/metrics", timeout=30) as response:
-            text = response.read().decode()
-    except (OSError, ValueError):
-        return {}
-    found = {}
-    for line in text.splitlines():
-        name, _, value = line.partition(" ")
-        if name.startswith("llamacpp:"):
-            found[name.removeprefix("llamacpp:")] = float(value)
-    return found
-
-
-def metrics_since(before: dict[str, float], after: dict[str, float], requests: int) -> dict:
-    """The server's side of a phase: its ``llama_decode`` calls per model state asked (below 1: the states of
-    several editors shared decodes), and the slots busy per decode."""
-    if "n_decode_total" not in after or "n_decode_total" not in before:
-        return {"decodes_per_state": float("nan"), "busy_slots": float("nan")}
-    decodes = after["n_decode_total"] - before["n_decode_total"]
-    return {"decodes": decodes, "busy_slots": round(after.get("n_busy_slots_per_decode", float("nan")), 2)}
-
-
-def profile_row(editors: int, seconds: float, profiles: list[dict]) -> dict:
-    total = {name: sum(p[name] for p in profiles) for name in profiles[0]}
-    states = max(1, total["states"])
-    server_ms = (total["server_prompt_ms"] + total["server_predicted_ms"]) / states
-    http_ms = total["http_s"] * 1000 / states
-    return {
-        "editors": editors, "states": total["states"], "requests": total["requests"],
-        "states_per_s": round(total["states"] / seconds, 2),
-        "http_ms": round(http_ms, 2), "server_ms": round(server_ms, 2),
-        "prompt_tokens": round(total["server_prompt_tokens"] / states, 2),
-        "queue_ms": round(http_ms - server_ms, 2),
-        "parse_ms": round(total["parse_s"] * 1000 / states, 3), "rows_ms": round(total["rows_s"] * 1000 / states, 3),
-        "kib": round(total["bytes"] / 1024 / states, 2),
-    }
-
-
-def throughput(url: str, api: str, cases: list[Case], editors: list[int], seconds: float, k: int,
-               max_tokens: int) -> list[dict]:
-    """Requests per second and latency with each number of editors sharing the server."""
-    context = multiprocessing.get_context("spawn")  # separate processes, nothing shared but the server
-    rows = []
-    for count in editors:
-        start, results = context.Event(), context.Queue()
-        processes = [
-            context.Process(
-                target=_editor,
-                args=(n, url, api, cases[n::count] or cases, k, max_tokens, start, seconds, results),
-            )
-            for n in range(count)
-        ]
-        for process in processes:
-            process.start()
-        for _ in processes:
-            kind, number, _ = results.get(timeout=600)
-            assert kind == "ready", kind
-        before = server_metrics(url)
-        began = time.monotonic()
-        start.set()
-        spans, profiles = [], []
-        for _ in processes:
-            kind, number, (editor_spans, profile) = results.get(timeout=seconds + 600)
-            spans.extend(editor_spans)
-            profiles.append(profile)
-        for process in processes:
-            process.join()
-        window = max(end for _, end in spans) - began
-        latencies = sorted((end - begin) * 1000 for begin, end in spans)
-        rows.append({
-            "editors": count,
-            "requests": len(spans),
-            "seconds": round(window, 1),
-            "requests_per_s": round(len(spans) / window, 2),
-            "p50_ms": round(statistics.median(latencies), 1),
-            "p95_ms": round(latencies[min(len(latencies) - 1, round(0.95 * (len(latencies) - 1)))], 1),
-            "profile": profile_row(count, window, profiles) | metrics_since(before, server_metrics(url), len(spans)),
-        })
-        profile = rows[-1]["profile"]
-        if "decodes" in profile:
-            profile["decodes_per_state"] = round(profile["decodes"] / max(1, profile["states"]), 2)
-        print(f"{count} editors: {rows[-1]}", file=sys.stderr)
-    return rows
-
-
 def plot(result: dict, path: str) -> None:
-    """Quality and cold latency per configuration (when measured), and throughput against the editor count."""
+    """Quality and cold latency per configuration (when measured), throughput against the editor count per
+    replica count, the servers' side, and the failover run's requests per second."""
     plt = pyplot()
-    panels = (["quality", "latency"] if "quality" in result else []) + (["load"] if "throughput" in result else [])
+    panels = ((["quality", "latency"] if "quality" in result else []) + (["load", "servers"] if "throughput" in result else [])
+              + (["failover"] if "failover" in result else []))
     fig, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels) + 1, 4.5), squeeze=False)
     axes = dict(zip(panels, axes[0]))
     if "quality" in result:
         _plot_quality(axes["quality"], axes["latency"], result["quality"]["results"])
     if "throughput" in result:
-        _plot_load(axes["load"], result)
+        _plot_load(axes["load"], axes["servers"], result)
+    if "failover" in result:
+        _plot_failover(axes["failover"], result["failover"])
     fig.suptitle(f"{result['model']}: {result['cases']} cursors in {FILES} (seed {result['seed']}, "
-                 f"{result['prompt']} prompts); {result['machine']['summary']}", fontsize=10)
+                 f"{result['prompt']} prompts)\n{result['machine']['summary']}", fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
 
@@ -321,23 +210,48 @@ def _plot_quality(quality_axis, latency_axis, results: dict) -> None:
     latency_axis.legend()
 
 
-def _plot_load(load_axis, result: dict) -> None:
+def _plot_load(load_axis, server_axis, result: dict) -> None:
+    """Requests per second (solid) and p95 (dashed) against the editors, and the states per second the servers
+    answered with their busy slots per decode: a line per replica count."""
     load = result["throughput"]
-    editors = [row["editors"] for row in load]
-    load_axis.plot(editors, [row["requests_per_s"] for row in load], "o-", color="#4c72b0", label="requests/s")
-    load_axis.set_xlabel(f"editors sharing one server ({result['server']['summary']})", fontsize=8)
-    load_axis.set_ylabel("requests per second", color="#4c72b0")
-    load_axis.set_ylim(bottom=0)
-    load_axis.set_xscale("log", base=2)
-    load_axis.set_xticks(editors, [str(e) for e in editors])
-    load_axis.minorticks_off()
     times = load_axis.twinx()
-    times.plot(editors, [row["p50_ms"] for row in load], "s--", color="#55a868", label="p50 ms")
-    times.plot(editors, [row["p95_ms"] for row in load], "^--", color="#c44e52", label="p95 ms")
-    times.set_ylabel("ms per request")
+    for replicas, color in zip(sorted({row["replicas"] for row in load}), ("#4c72b0", "#dd8452", "#55a868", "#c44e52")):
+        rows = [row for row in load if row["replicas"] == replicas]
+        editors = [row["editors"] for row in rows]
+        label = f"{replicas} replica{'s' if replicas > 1 else ''}"
+        load_axis.plot(editors, [row["requests_per_s"] for row in rows], "o-", color=color, label=label)
+        times.plot(editors, [row["p95_ms"] for row in rows], "^--", color=color, alpha=0.6)
+        server_axis.plot(editors, [row["profile"]["states_per_s"] for row in rows], "o-", color=color, label=label)
+        for row in rows:
+            server_axis.annotate(f"{row['profile']['busy_slots']:.1f}", (row["editors"], row["profile"]["states_per_s"]),
+                                 fontsize=7, textcoords="offset points", xytext=(0, 5), ha="center")
+    for axis, title, ylabel in ((load_axis, f"throughput (K={result['throughput_k']}; dashed: p95)", "requests per second"),
+                                (server_axis, "the servers: states/s (labels: busy slots per decode)", "states per second")):
+        axis.set_xlabel(f"editors ({result['server']['summary']})", fontsize=8)
+        axis.set_ylabel(ylabel)
+        axis.set_ylim(bottom=0)
+        axis.set_xscale("log", base=2)
+        editors = sorted({row["editors"] for row in load})
+        axis.set_xticks(editors, [str(e) for e in editors])
+        axis.minorticks_off()
+        axis.set_title(title, fontsize=9)
+        axis.legend(loc="upper left", fontsize=8)
+    times.set_ylabel("p95 ms per request")
     times.set_ylim(bottom=0)
-    times.legend(loc="upper left")
-    load_axis.set_title(f"throughput (K={result['throughput_k']}, typing, short prompts)")
+
+
+def _plot_failover(axis, run: dict) -> None:
+    """Requests per second by outcome over the failover run, the replica's outage shaded."""
+    timeline = run["timeline"]
+    seconds = range(len(timeline["answered"]))
+    for outcome, color in (("answered", "#4c72b0"), ("refused", "#dd8452"), ("lost", "#c44e52")):
+        axis.plot(list(seconds), timeline[outcome], color=color, label=f"{outcome}: {sum(timeline[outcome])}")
+    axis.axvspan(run["stopped_s"], run["serving_again_s"], color="#cccccc", alpha=0.5, label="one replica stopped")
+    axis.set_xlabel("seconds into the run")
+    axis.set_ylabel("requests begun per second")
+    axis.set_ylim(bottom=0)
+    axis.set_title(f"failover: {run['editors']} editors, 2 replicas", fontsize=9)
+    axis.legend(fontsize=8)
 
 
 def machine() -> dict:
@@ -352,26 +266,6 @@ def machine() -> dict:
         gpu = done.stdout.strip() or None
     summary = f"{gpu or 'no GPU'}, {cores} cores ({cpu})"
     return {"cpu": cpu, "cores": cores, "gpu": gpu, "python": platform.python_version(), "summary": summary}
-
-
-TEAM_SERVER_ARGS = ("--no-cache-idle-slots", "--cache-ram", "2048", "--metrics")
-"""The documented team configuration (docs/team-server.md), beside `LlamaServer`'s own flags
-(``--no-kv-unified``, ``--swa-full``) and ``--parallel`` (as many slots as expected editors): idle slots
-keep their prompts (by default every task's start copies every idle slot's KV cache to host memory),
-a host-memory prompt cache holds the prompts of editors beyond the slots, and ``/metrics`` answers."""
-
-
-@contextmanager
-def team_server(args: argparse.Namespace) -> Iterator[dict]:
-    """The server the editors share: ``--server-url``'s, or a llama-server started here with the documented
-    configuration; what the result says of it."""
-    if args.server_url:
-        yield {"url": args.server_url, "summary": f"at {args.server_url}", "started_here": False}
-        return
-    extra = (*TEAM_SERVER_ARGS, *args.server_args.split())
-    with LlamaServer("default", parallel=args.parallel, extra=extra) as server:
-        yield {"url": server.url, "summary": f"llama-server --parallel {args.parallel}", "started_here": True,
-               "command": [Path(server.command()[0]).name, *server.command()[1:]]}
 
 
 def run_quality(args: argparse.Namespace, cases: list[Case], result: dict, save: Callable[[], None]) -> None:
@@ -419,16 +313,21 @@ def main() -> None:
     parser.add_argument("--ks", default="64,512,4096")
     parser.add_argument("--apis", default="llama-server,openai",
                         help="the APIs the quality part compares (llama-server: /completion; openai: /v1/completions)")
-    parser.add_argument("--editors", default="1,4,16,32")
-    parser.add_argument("--parallel", type=int, default=32, help="the throughput server's slots (one per editor)")
-    parser.add_argument("--seconds", type=float, default=30)
+    parser.add_argument("--editors", default="1,8,32")
+    parser.add_argument("--replicas", default="1,2,4", help="llama-servers started here for the throughput part")
+    parser.add_argument("--parallel", type=int, default=32, help="slots over all replicas (one per editor)")
+    parser.add_argument("--seconds", type=float, default=15, help="each throughput phase's typing")
+    parser.add_argument("--failover-editors", type=int, default=16)
+    parser.add_argument("--failover-seconds", type=float, default=60)
     parser.add_argument("--throughput-k", type=int, default=512)
     parser.add_argument("--throughput-api", default="auto", help="the API the editors use (remoteApi)")
     parser.add_argument("--max-tokens", type=int, default=16, help="tokens per completion (an identifier and a short line)")
-    parser.add_argument("--server-url", help="drive a server started elsewhere (a GPU box) instead of starting one")
+    parser.add_argument("--server-url", help="drive servers started elsewhere (a GPU box; several addresses: "
+                                             "replicas) instead of starting them")
     parser.add_argument("--server-args", default="", help="more llama-server flags (e.g. -ngl 99 on a GPU)")
     parser.add_argument("--timeout", type=float, default=120, help="seconds per request (both ends share 2 cores)")
-    parser.add_argument("--only", choices=("quality", "throughput"), help="one part of the benchmark")
+    parser.add_argument("--only", choices=("quality", "throughput", "failover"),
+                        help="one part of the benchmark (without it: throughput and failover)")
     parser.add_argument("--json")
     parser.add_argument("--plot")
     parser.add_argument("--show", metavar="JSON", help="the tables and the plot of an earlier run's JSON")
@@ -449,16 +348,35 @@ def main() -> None:
         if args.json:
             Path(args.json).write_text(json.dumps(result, indent=1))
 
-    if args.only != "throughput":
+    if args.only == "quality":
         run_quality(args, short if args.prompt == "short" else cases, result, save)
-    if args.only != "quality":
-        with team_server(args) as server:
-            result["server"] = server
-            result["throughput"] = throughput(server["url"], args.throughput_api, short,
-                                              [int(e) for e in args.editors.split(",")], args.seconds,
-                                              args.throughput_k, args.max_tokens)
-        save()
+    else:
+        run_load(args, short, result, save)
     show(result, args.plot)
+
+
+def run_load(args: argparse.Namespace, cases: list[Case], result: dict, save: Callable[[], None]) -> None:
+    """The throughput grid and the failover run (or the one ``--only`` names), with editor processes shared by both."""
+    counts = [int(e) for e in args.editors.split(",")] if args.only != "failover" else []
+    editors = Editors(max([*counts, args.failover_editors if args.only != "throughput" else 0]),
+                      args.throughput_k, args.max_tokens, args.throughput_api)
+    try:
+        if args.only != "failover":
+            replicas = [int(r) for r in args.replicas.split(",")]
+            result["server"] = {
+                "summary": f"at {args.server_url}" if args.server_url else
+                f"llama-server --parallel {args.parallel} over the replicas",
+                "command": [Path(BINARY).name, *LlamaServer("default", extra=TEAM_SERVER_ARGS).command()[1:]],
+            }
+            result["throughput"] = load_grid(editors, cases, counts, replicas, args.seconds, args.parallel,
+                                             args.server_args, args.server_url)
+            save()
+        if args.only != "throughput" and not args.server_url:
+            result["failover"] = failover(editors, cases, args.failover_editors, args.failover_seconds, args.parallel,
+                                          args.server_args)
+            save()
+    finally:
+        editors.close()
 
 
 def show(result: dict, plot_path: str | None) -> None:
@@ -468,6 +386,12 @@ def show(result: dict, plot_path: str | None) -> None:
     if "throughput" in result:
         print_rows(result["throughput"], THROUGHPUT_COLUMNS)
         print_rows([row["profile"] for row in result["throughput"]], PROFILE_COLUMNS)
+    if "failover" in result:
+        run = result["failover"]
+        print_rows([run], THROUGHPUT_COLUMNS)
+        print(f"failover: one of 2 replicas stopped at {run['stopped_s']} s, started again at {run['restarted_s']} s, "
+              f"serving at {run['serving_again_s']} s; states per replica {run['states_per_replica']}; "
+              f"errors {run['errors']}")
     if plot_path:
         plot(result, plot_path)
 

@@ -38,6 +38,6 @@ step profile 60 $py benchmarks/profile_request.py --gpu-layers "$layers" --cases
 step drafts_cost 45 $py benchmarks/bench_drafts.py --gpu-layers "$layers" --only cost --json "$work/drafts_cost.json"
 step drafts_lines 60 $py benchmarks/bench_drafts.py --gpu-layers "$layers" --only lines --cases "$cases" \
     --json "$work/drafts_lines.json"
-step remote 90 $py benchmarks/bench_remote.py --only throughput --server-args "-ngl $ngl" --editors 1,8,32 \
-    --seconds "$seconds" --json "$work/remote.json"
+step remote 180 $py benchmarks/bench_remote.py --only throughput --server-args "-ngl $ngl" --editors 1,8,32 \
+    --seconds "$seconds" --replicas 1,2 --json "$work/remote.json"
 rm -rf "$work"

@@ -4,7 +4,8 @@ The model's own vocabulary, prefix index and tokenizer (re-encoding must use
 the tokenizer of the model that scores), the batched model, the byte beam
 and the character prefix conditioner. The model runs in-process (llama.cpp),
 or on a shared server when ``model`` is its address (``http://HOST:PORT``,
-`cpc.remote`), with the vocabulary of a local GGUF of the same model:
+`cpc.remote`; several replicas' addresses: `cpc.replicas`), with the
+vocabulary of a local GGUF of the same model:
 
     >>> engine = Engine.load("smollm2")
     >>> engine.vocab.name, len(engine.index) > 49000
@@ -30,6 +31,7 @@ from cpc.index import PrefixIndex
 from cpc.lm import DEFAULT_CONTEXT_SIZE, INITIAL_PREFILL_RATE, LanguageModel, LlamaLM
 from cpc.models import Progress
 from cpc.remote import RemoteLM, RemoteOptions, is_remote
+from cpc.replicas import ReplicatedLM, remote_lm
 from cpc.tokenizer import LlamaTokenizer
 from cpc.vocab import Vocabulary
 from cpc.window import MAX_PROMPT_TOKENS, prompt_tokens_for
@@ -86,10 +88,12 @@ class Engine:
         >>> Engine.load("smollm2").placement()["backend"]
         'CPU'
         """
-        if isinstance(self.lm, RemoteLM):
+        if isinstance(self.lm, (RemoteLM, ReplicatedLM)):
             url = self.lm.url
+            where = (f"the model server at {url}" if isinstance(self.lm, RemoteLM) else
+                     f"the model servers at {', '.join(replica.url for replica in self.lm.replicas)}")
             return {"backend": "server", "device": url, "offloadedLayers": None, "layers": None,
-                    "gpuBuild": None, "greedyInGraph": None, "text": f"the model server at {url}"}
+                    "gpuBuild": None, "greedyInGraph": None, "text": where}
         placement = self.model.placement.as_json()
         placement["greedyInGraph"] = self.lm.backend_greedy  # `cpc.backend_sampling`
         if self.lm.backend_greedy:
@@ -172,7 +176,7 @@ class Engine:
         tokenizer = LlamaTokenizer(gguf, vocab)
         lm: LanguageModel
         if served:
-            lm = RemoteLM(str(model), tokenizer, index, n_ctx=n_ctx, options=remote)
+            lm = remote_lm(str(model), tokenizer, index, n_ctx=n_ctx, options=remote)
             report(f"connecting to {model}", 0.9)
             lm.try_connect()
         else:

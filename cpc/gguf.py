@@ -167,7 +167,9 @@ class GGUFModel:
         self.gpu_layers = gpu_layers
         self.vocab_handle = llama_cpp.llama_model_get_vocab(handle)
         self.n_vocab = llama_cpp.llama_vocab_n_tokens(self.vocab_handle)
-        self._tokens = (llama_cpp.llama_token * 4096)()
+        self._buffers = threading.local()
+        """Each thread's token buffer for `tokenize`: threads tokenize at once (a request, the workspace's
+        reading, a model server's first check), and one shared buffer mixed their tokens."""
         self.placement: Placement | None = None
         """Where the weights run (None for a vocabulary-only model)."""
 
@@ -245,16 +247,13 @@ class GGUFModel:
 
     def tokenize(self, data: bytes) -> list[int]:
         """Token ids of ``data`` with the model's own tokenizer (no BOS, no special parsing)."""
-        capacity = len(self._tokens)
-        if len(data) + 8 > capacity:
-            capacity = len(data) + 8
-            self._tokens = (llama_cpp.llama_token * capacity)()
-        count = llama_cpp.llama_tokenize(
-            self.vocab_handle, data, len(data), self._tokens, capacity, False, False
-        )
+        tokens = getattr(self._buffers, "tokens", None)
+        if tokens is None or len(data) + 8 > len(tokens):
+            tokens = self._buffers.tokens = (llama_cpp.llama_token * max(4096, len(data) + 8))()
+        count = llama_cpp.llama_tokenize(self.vocab_handle, data, len(data), tokens, len(tokens), False, False)
         if count < 0:
-            raise RuntimeError(f"llama_tokenize needed {-count} tokens, buffer had {capacity}")
-        return self._tokens[:count]
+            raise RuntimeError(f"llama_tokenize needed {-count} tokens, buffer had {len(tokens)}")
+        return tokens[:count]
 
     def token_pieces(self) -> tuple[list[bytes], np.ndarray]:
         """Every token's exact bytes, and a mask of tokens that never cover text."""

@@ -14,6 +14,9 @@ request is written and an answer read for each serving API
   evenly over them: no mass is invented or lost, no unknown token gets more
   than the bound allows, and the argmax (greedy generation's choice) is
   exact. Each answer's bound is logged (debug) and kept in `RemoteLM.bounds`.
+- **Greedy steps ask for one token** (`RemoteLM.greedy_next`): the likeliest
+  token and its exact log-probability (``n_probs: 1``), no row built; more
+  only in the rare answer whose likeliest token is a control token.
 - **Widening where it matters.** `RemoteLM.expect` learns what the text
   after a start state begins with (the typed tail a request conditions on).
   For a state on such a path, the tokens that can spell the rest are the
@@ -68,12 +71,13 @@ import json
 import logging
 import math
 import os
+import re
 import socket
 import ssl
 import threading
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
@@ -81,9 +85,11 @@ from urllib.parse import urlsplit
 import numpy as np
 
 from cpc.index import PrefixIndex
-from cpc.lm import Cancelled, LanguageModel, LMStats, State, document_start
+from cpc.lm import Cancelled, LanguageModel, LMStats, State, best_allowed, document_start
 from cpc.models import ModelError
-from cpc.serving import LLAMA_SERVER, OPENAI, AnswerError, LlamaServerAPI, OpenAICompletionsAPI, TopK, logprobs_cap
+from cpc.serving import (
+    LLAMA_SERVER, OPENAI, AnswerError, LlamaServerAPI, OpenAICompletionsAPI, TokenTexts, TopK, logprobs_cap,
+)
 from cpc.tokenizer import LlamaTokenizer
 
 log = logging.getLogger(__name__)
@@ -107,14 +113,41 @@ PROBES = (
 """Texts tokenized here and on the server at the first connection: code, whitespace runs, digits, UTF-8."""
 
 _POLL_S = 0.05  # how often a waiting call looks at its interrupt
-GREEDY_TOP_K = 16
-"""Tokens asked per state for greedy decoding: its choice is the likeliest token but a control token, so
-only those need exact values (widened in the rare answer whose 16 are all control tokens)."""
+GREEDY_TOP_K = 1
+"""Tokens asked per state for a greedy step (`RemoteLM.greedy_next`): its choice is the likeliest token but a
+control token, and its value; widened (8, 64, ...) in the rare answer whose top tokens are all control tokens."""
 
 
 def is_remote(model: object) -> bool:
-    """Whether a `model` setting names a server (``http://HOST:PORT``) rather than a GGUF file."""
-    return isinstance(model, str) and model.startswith(REMOTE_SCHEMES)
+    """Whether a `model` setting names a server (``http://HOST:PORT``), or several, rather than a GGUF file."""
+    return isinstance(model, str) and model.strip().startswith(REMOTE_SCHEMES)
+
+
+def server_addresses(model: str) -> list[str]:
+    """The servers a `model` setting names: one address, or several (replicas of one model) separated by spaces
+    or commas.
+
+    >>> server_addresses("http://gpu-box:8080, http://gpu-box:8081")
+    ['http://gpu-box:8080', 'http://gpu-box:8081']
+    """
+    return [part for part in re.split(r"[\s,]+", model.strip()) if part]
+
+
+def address_problem(model: str) -> str | None:
+    """What is wrong with the server addresses of a `model` setting, or None.
+
+    >>> address_problem("http://a:8080 a:8081")
+    "'a:8081' is not a server address -- write each as http://HOST:PORT (several: separated by spaces or commas)"
+    """
+    addresses = server_addresses(model)
+    for address in addresses:
+        parts = urlsplit(address)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            return (f"{address!r} is not a server address -- write each as http://HOST:PORT (several: separated by "
+                    "spaces or commas)")
+    names = [address.rstrip("/") for address in addresses]
+    twice = next((name for name in names if names.count(name) > 1), None)
+    return f"{twice} is named twice" if twice else None
 
 
 class RemoteUnavailable(RuntimeError):
@@ -159,6 +192,9 @@ class RemoteOptions:
     (``/v1/completions``: vLLM, SGLang), or ``auto`` (llama-server when ``/props`` answers)."""
     ca_file: str | None = None
     """A PEM file of certificate authorities that ``https://`` servers may be signed by, besides the system's."""
+    replica_retry_s: float = 1.0
+    """With several servers (replicas): how long one that failed is skipped before it is tried again (doubling
+    while it keeps failing, up to `cpc.replicas.MAX_RETRY_S`)."""
     api_key: str | None = field(default_factory=lambda: os.environ.get(API_KEY_ENV) or None, repr=False)
     """Sent as ``Authorization: Bearer`` on every request: from the environment (`API_KEY_ENV`), never a
     setting; left out of this object's ``repr``, so no log or message shows it."""
@@ -203,15 +239,20 @@ def full_row(ids: np.ndarray, logprobs: np.ndarray, n_vocab: int) -> tuple[np.nd
     >>> [round(float(p), 3) for p in np.exp(row)], round(bound.rest, 3), bound.kth
     ([0.3, 0.1, 0.5, 0.1], 0.2, 0.3)
     """
-    probs = np.exp(np.asarray(logprobs, dtype=np.float64))
-    k = len(ids)
-    kth = float(probs.min()) if k else 1.0
-    rest = max(0.0, 1.0 - float(probs.sum()))
-    unknown = n_vocab - k
-    share = min(rest / unknown, kth) if unknown else 0.0
+    bound = top_bound(logprobs, n_vocab)
+    unknown = n_vocab - bound.k
+    share = min(bound.rest / unknown, bound.kth) if unknown else 0.0
     row = np.full(n_vocab, math.log(share) if share > 0 else -np.inf, dtype=np.float32)
     row[ids] = logprobs
-    return row, Bound(k=k, rest=rest if unknown else 0.0, kth=kth)
+    return row, bound
+
+
+def top_bound(logprobs: np.ndarray, n_vocab: int) -> Bound:
+    """What exact top-K log-probabilities leave unknown of a row over ``n_vocab`` tokens."""
+    probs = np.exp(np.asarray(logprobs, dtype=np.float64))
+    k = len(probs)
+    rest = max(0.0, 1.0 - float(probs.sum())) if k < n_vocab else 0.0
+    return Bound(k=k, rest=rest, kth=float(probs.min()) if k else 1.0)
 
 
 class RemoteLM(LanguageModel):
@@ -227,9 +268,10 @@ class RemoteLM(LanguageModel):
         options: RemoteOptions = RemoteOptions(),
     ) -> None:
         """``n_ctx``: the longest state this client sends; the server's context must hold it."""
+        problem = address_problem(url)
+        if problem is not None:
+            raise ModelError(problem)
         parts = urlsplit(url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ModelError(f"{url!r} is not a server address -- write it as http://HOST:PORT")
         if options.api not in ("auto", LLAMA_SERVER, OPENAI):
             raise ModelError(f"remoteApi {options.api!r} is not one of auto, {LLAMA_SERVER}, {OPENAI}")
         self.url = url.rstrip("/")
@@ -243,9 +285,6 @@ class RemoteLM(LanguageModel):
         self.n_ctx = n_ctx
         self.options = options
         self.n_vocab = len(self.vocab)
-        self._choosable = ~self.vocab.special
-        self._choosable[sorted(self.vocab.eos_ids)] = True
-        """Tokens greedy decoding may choose: all but the control tokens, EOS among them."""
         self.bos = (document_start(tokenizer.model.vocab_handle),)
         self.stats = LMStats()
         self.profile = RemoteProfile()
@@ -389,15 +428,29 @@ class RemoteLM(LanguageModel):
         return read
 
     def next_logprobs(self, states: Sequence[Sequence[int]], *, greedy: bool = False) -> np.ndarray:
-        """Rows from the top ``top_k`` of each state (widened where the beam needs it); for ``greedy``
-        decoding, from the top `GREEDY_TOP_K`, widened until an allowed token is among them."""
+        """Rows from the top ``top_k`` of each state, widened where the beam needs it (a greedy step asks
+        less through `greedy_next`)."""
         unique = self.distinct_states(states)
         self.check_interrupt()
-        rows = self._call(lambda: self._rows(list(unique), greedy))
+        rows = self._call(lambda: self._rows(list(unique)))
+        self._count(len(unique))
+        return rows[[unique[tuple(state)] for state in states]]
+
+    def greedy_next(self, states: Sequence[Sequence[int]], banned: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Each state's likeliest token that ``banned`` does not mark, and its exact log-probability, from the
+        top `GREEDY_TOP_K` of each (widened while all of them are banned): no row over the vocabulary is
+        asked or built. The choice is the one a full row gives: the top K are the K likeliest tokens."""
+        unique = self.distinct_states(states)
+        self.check_interrupt()
+        chosen, values = self._call(lambda: self._greedy(list(unique), banned))
+        self._count(len(unique))
+        order = [unique[tuple(state)] for state in states]
+        return chosen[order], values[order]
+
+    def _count(self, states: int) -> None:
         with self._lock:
             self.stats.calls += 1
-            self.stats.states += len(unique)
-        return rows[[unique[tuple(state)] for state in states]]
+            self.stats.states += states
 
     def _call(self, work):
         """``work()`` after the first connection; a failure is remembered (`last_error`) and raised. After a
@@ -419,41 +472,68 @@ class RemoteLM(LanguageModel):
         self.last_error = None
         return result
 
-    def _rows(self, states: list[State], greedy: bool = False) -> np.ndarray:
+    def _rows(self, states: list[State]) -> np.ndarray:
         """Every state's row: one request for all of them, then one for those whose bound is loose where it
         matters (`_widens`)."""
-        k = self._k(min(GREEDY_TOP_K, self.options.top_k) if greedy else self.options.top_k)
         rows: list[np.ndarray | None] = [None] * len(states)
+
+        def settle(n: int, top: TopK) -> bool:
+            rows[n], bound = full_row(top.ids, top.logprobs, self.n_vocab)
+            widen = self._widens(states[n], top, bound)
+            log.debug("state of %d tokens: K=%d covers %.6f, rest %.3g, every other token <= %.3g%s",
+                      len(states[n]), bound.k, 1 - bound.rest, bound.rest, bound.kth, ", widening" if widen else "")
+            self._bound(bound)
+            return not widen
+
+        self._widening(states, self._k(self.options.top_k), settle)
+        return np.stack(rows)
+
+    def _greedy(self, states: list[State], banned: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Every state's best allowed token and its value: from the top `GREEDY_TOP_K`, then wider for those whose
+        top tokens are all banned."""
+        chosen = np.zeros(len(states), dtype=np.int64)
+        values = np.zeros(len(states), dtype=np.float64)
+
+        def settle(n: int, top: TopK) -> bool:
+            allowed = ~banned[top.ids]
+            bound = top_bound(top.logprobs, self.n_vocab)
+            self._bound(bound)
+            if allowed.any():
+                best = int(np.argmax(np.where(allowed, top.logprobs, -np.inf)))
+                chosen[n], values[n] = top.ids[best], top.logprobs[best]
+                return True
+            # none allowed among the top K: the row's best, unknown and within the bound, unless K widens
+            row, _ = full_row(top.ids, top.logprobs, self.n_vocab)
+            chosen[n : n + 1], values[n : n + 1] = best_allowed(row[None], banned)
+            return not bound.rest
+
+        self._widening(states, self._k(GREEDY_TOP_K), settle)
+        return chosen, values
+
+    def _widening(self, states: list[State], k: int, settle: Callable[[int, TopK], bool]) -> None:
+        """Ask the top ``k`` of every state in one request; ``settle(n, answer)`` takes state n's answer and says
+        whether it is enough. Those it is not enough for are asked again with 8 times K, while K can grow."""
         pending = list(range(len(states)))
         while pending:
             answers = self._ask([states[n] for n in pending], k)
             began = time.perf_counter()
-            loose = []
-            for n, top in zip(pending, answers):
-                rows[n], bound = full_row(top.ids, top.logprobs, self.n_vocab)
-                widen = self._widens(states[n], top, bound, greedy)
-                log.debug("state of %d tokens: K=%d covers %.6f, rest %.3g, every other token <= %.3g%s",
-                          len(states[n]), bound.k, 1 - bound.rest, bound.rest, bound.kth, ", widening" if widen else "")
-                with self._lock:
-                    self.bounds.append(bound)
-                if widen:
-                    loose.append(n)
+            loose = [n for n, top in zip(pending, answers) if not settle(n, top)]
             with self._lock:
                 self.profile.rows_s += time.perf_counter() - began
             wider = self._k(k * 8)
             if not loose or wider <= k:
-                break
+                return
             with self._lock:
                 self.widened += len(loose)
             pending, k = loose, wider
-        return np.stack(rows)
 
-    def _widens(self, state: State, top: TopK, bound: Bound, greedy: bool) -> bool:
-        """Whether a state's answer leaves unknown what its caller needs: for greedy decoding, a token it
-        may choose (all of the top K are control tokens); for the beam, the tokens that may spell the
-        expected text (their bound is loose)."""
-        if greedy:
-            return bool(bound.rest) and not self._choosable[top.ids].any()
+    def _bound(self, bound: Bound) -> None:
+        with self._lock:
+            self.bounds.append(bound)
+
+    def _widens(self, state: State, top: TopK, bound: Bound) -> bool:
+        """Whether a state's answer leaves the tokens that may spell the expected text unknown: their bound is
+        loose."""
         needed = self._needed(state)
         return needed is not None and _loose(top.ids, top.logprobs, needed, bound, self.n_vocab)
 
@@ -484,6 +564,10 @@ class RemoteLM(LanguageModel):
         began = time.perf_counter()
         try:
             answers = self.api.parse(answer, len(states), probabilities=k > 0)
+        except TokenTexts as error:
+            raise RemoteMismatch(f"{self.server_name} {error}: this client needs the ids -- serve the model with "
+                                 "vLLM or llama-server (SGLang's /v1/completions gives texts; docs/team-server.md)"
+                                 ) from error
         except AnswerError as error:
             raise RemoteMismatch(f"{self.url}{self.api.path} answered in an unknown shape ({error}): is "
                                  f"{self.server_name} a server of 2025 or later?") from error

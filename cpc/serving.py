@@ -16,7 +16,8 @@ how its answer is read; nothing here does I/O.
   ``{"id", "logprob"}``) and OpenAI's legacy one that vLLM writes
   (``logprobs.top_logprobs[0]``, a map from token to log-probability, the
   token written ``token_id:N`` when the request says
-  ``return_tokens_as_token_ids``). On a llama-server the llama.cpp fields
+  ``return_tokens_as_token_ids``; SGLang's ``/v1/completions`` names them by
+  their text, which says no id: `TokenTexts`). On a llama-server the llama.cpp fields
   (``id_slot``, ``cache_prompt``) go along; other engines cache prefixes on
   their own.
 
@@ -50,6 +51,11 @@ _NUMBER = re.compile(r"\d+")
 
 class AnswerError(ValueError):
     """An answer that is not in any shape this API writes (another server on that address, or a new version)."""
+
+
+class TokenTexts(AnswerError):
+    """An answer that names its top tokens by their text, not their ids (SGLang's ``/v1/completions``): a text
+    does not say which of the tokens that spell it was meant, so no row can be built from it."""
 
 
 @dataclass(frozen=True)
@@ -198,7 +204,8 @@ def _legacy_top(logprobs: dict, usage: Any) -> TopK:
 def _token_id(token: str) -> int:
     found = _TOKEN_ID.match(token)
     if found is None:
-        raise AnswerError(f"the token {token!r} is not written as token_id:N (return_tokens_as_token_ids)")
+        raise TokenTexts(f"names its likeliest tokens by their text ({token!r}), not by their ids (token_id:N, as "
+                         "vLLM writes them for return_tokens_as_token_ids)")
     return int(found.group(1))
 
 

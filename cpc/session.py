@@ -46,7 +46,7 @@ from cpc.fusion import FusionWeights, WorkspaceModel
 from cpc.generate import MODES, Options, generate, warm
 from cpc.lm import DEFAULT_CONTEXT_SIZE, Cancelled
 from cpc.models import ModelError, Progress
-from cpc.remote import RemoteMismatch, RemoteOptions, RemoteRefused, RemoteUnavailable
+from cpc.remote import RemoteMismatch, RemoteOptions, RemoteRefused, RemoteUnavailable, address_problem, is_remote
 from cpc.serving import KINDS as REMOTE_APIS
 from cpc.window import suffix_window, text_window
 from cpc.workspace import ScanReport, WorkspaceLimits, WorkspaceProgress, workspace_files
@@ -56,6 +56,8 @@ __all__ = [
     "Answer", "CompletionSession", "EngineSettings", "SuggestionCache",
     # what a caller passes and reads: value types
     "DEFAULT_CONTEXT_SIZE", "MODES", "REMOTE_APIS", "FusionWeights", "Options", "RemoteOptions", "ScanReport", "WorkspaceLimits",
+    # checks of a setting before a load
+    "address_problem", "is_remote",
     # the errors a caller catches
     "Cancelled", "ModelError", "MODEL_SERVER_ERRORS", "RemoteMismatch", "RemoteRefused", "RemoteUnavailable",
 ]

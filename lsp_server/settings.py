@@ -18,6 +18,7 @@ from typing import Any
 
 from cpc.session import (
     DEFAULT_CONTEXT_SIZE, MODES, REMOTE_APIS, EngineSettings, FusionWeights, Options, RemoteOptions, WorkspaceLimits,
+    address_problem, is_remote,
 )
 
 _LIMITS = WorkspaceLimits()
@@ -63,7 +64,8 @@ _NUMBERS = ("fusion_weight",)
 @dataclass(frozen=True)
 class Settings:
     model: str = "default"
-    """``default``, ``smollm2``, a path to a GGUF file, or a llama-server's address (``http://HOST:PORT``)."""
+    """``default``, ``smollm2``, a path to a GGUF file, or a model server's address (``http://HOST:PORT``), or
+    the addresses of several replicas of one model, separated by spaces or commas (`cpc.replicas`)."""
     gpu_layers: int = 0
     """Layers offloaded to the GPU (-1: all) when llama-cpp-python was built with CUDA or Metal."""
     threads: int = 0
@@ -175,6 +177,9 @@ class Settings:
 
 
 def _check(name: str, key: str, value: Any) -> str | None:
+    if name == "model" and is_remote(value):
+        problem = address_problem(value)
+        return None if problem is None else f"{key}: {problem}"
     if name in ("model", "remote_vocab"):
         return None if isinstance(value, str) and value.strip() else f"{key} must be a model name or a file path"
     if name == "mode":

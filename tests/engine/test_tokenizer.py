@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import threading
 
 import pytest
 from hypothesis import HealthCheck, example, given, settings
@@ -39,3 +40,22 @@ def test_keystrokes_encode_as_a_whole_encode(tokenizer, edits):
         at = int(where * len(text))
         text = text[:at] + inserted.encode("utf-8") + text[at + deleted :]
         assert tokenizer.encode(text) == tokenizer.model.tokenize(text)
+
+
+def test_threads_that_tokenize_at_once_each_get_their_own_texts_tokens(tokenizer):
+    """A request, the workspace's reading and a model server's first check tokenize at once."""
+    model = tokenizer.model
+    texts = [SOURCE[n * 700 : n * 700 + 600 + 50 * n] for n in range(4)]
+    expected = [model.tokenize(text) for text in texts]
+    found: list[list[bool]] = [[] for _ in texts]
+
+    def tokenize(number: int) -> None:
+        for _ in range(200):
+            found[number].append(model.tokenize(texts[number]) == expected[number])
+
+    threads = [threading.Thread(target=tokenize, args=(n,)) for n in range(len(texts))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert all(all(results) and len(results) == 200 for results in found)

@@ -60,3 +60,21 @@ def test_bad_values_are_refused_and_the_old_value_kept(raw, message):
     settings, problems = Settings().updated(raw)
     assert settings == Settings()
     assert len(problems) == 1 and problems[0].startswith(message)
+
+
+@pytest.mark.parametrize("model", ["http://gpu-box:8080", "http://gpu-box:8080 http://gpu-box:8081",
+                                   "https://a.example.com, https://b.example.com:8443"])
+def test_one_server_or_several_replicas_are_a_model(model):
+    settings, problems = Settings().updated({"model": model})
+    assert problems == [] and settings.model == model
+
+
+@pytest.mark.parametrize(("model", "problem"), [
+    ("http://gpu-box:8080 gpu-box:8081", "'gpu-box:8081' is not a server address -- write each as http://HOST:PORT"),
+    ("http://gpu-box:8080, http://gpu-box:8080/", "http://gpu-box:8080 is named twice"),
+    ("http://", "'http://' is not a server address"),
+])
+def test_a_bad_server_address_is_refused_with_what_to_write(model, problem):
+    settings, problems = Settings().updated({"model": model})
+    assert settings.model == "default" and len(problems) == 1 and problems[0].startswith("model: ")
+    assert problem in problems[0]

@@ -17,6 +17,8 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from cpc.gguf import cpu_has_amx
@@ -140,3 +142,15 @@ class LlamaServer:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+@contextmanager
+def all_running(servers: list[LlamaServer]) -> Iterator[list[LlamaServer]]:
+    """Several servers (replicas) started in turn, and all stopped at the end, also when one fails to start."""
+    try:
+        for server in servers:
+            server.start()
+        yield servers
+    finally:
+        for server in servers:
+            server.stop()

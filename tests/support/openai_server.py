@@ -12,33 +12,41 @@ message). No slots, no ``/props``: an engine that caches prefixes on its own.
 
 from __future__ import annotations
 
-import json
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 
 import numpy as np
 
 from cpc.lm import LanguageModel
 from cpc.tokenizer import Tokenizer
+from tests.support.json_server import JSONServer
 
 MODEL_ID = "google/gemma-3-270m"
 
 
-class OpenAIShapeServer:
+class OpenAIShapeServer(JSONServer):
     """``with OpenAIShapeServer(lm, tokenizer, max_logprobs=20) as server: server.url``"""
 
     def __init__(self, lm: LanguageModel, tokenizer: Tokenizer, *, max_logprobs: int = 20) -> None:
+        super().__init__(self.answer)
         self.lm = lm
         self.tokenizer = tokenizer
         self.max_logprobs = max_logprobs
         self.requests: list[dict] = []
         """Every request body it received."""
         self._lock = threading.Lock()
-        self._http = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
 
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self._http.server_address[1]}"
+    def answer(self, method: str, path: str, body: Any) -> tuple[int, Any]:
+        if method == "GET" and path == "/v1/models":
+            return 200, {"object": "list", "data": [{"id": MODEL_ID, "object": "model", "max_model_len": 32768}]}
+        if method == "POST":
+            self.requests.append(body)
+            if path == "/tokenize":
+                tokens = self.tokenizer.encode(body["prompt"].encode("utf-8"))
+                return 200, {"tokens": list(tokens), "count": len(tokens), "max_model_len": 32768}
+            if path == "/v1/completions":
+                return self.completions(body)
+        return 404, {"detail": "Not Found"}
 
     def completions(self, body: dict) -> tuple[int, dict]:
         k = body.get("logprobs") or 0
@@ -62,46 +70,3 @@ class OpenAIShapeServer:
         return 200, {"id": "cmpl-test", "object": "text_completion", "created": 0, "model": MODEL_ID,
                      "choices": choices, "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": len(prompts),
                                                    "total_tokens": prompt_tokens + len(prompts)}}
-
-    def _handler(self) -> type[BaseHTTPRequestHandler]:
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args) -> None:
-                pass
-
-            def do_GET(self) -> None:
-                if self.path == "/v1/models":
-                    self._answer(200, {"object": "list", "data": [{"id": MODEL_ID, "object": "model",
-                                                                    "max_model_len": 32768}]})
-                else:
-                    self._answer(404, {"detail": "Not Found"})
-
-            def do_POST(self) -> None:
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                server.requests.append(body)
-                if self.path == "/tokenize":
-                    tokens = server.tokenizer.encode(body["prompt"].encode("utf-8"))
-                    self._answer(200, {"tokens": list(tokens), "count": len(tokens), "max_model_len": 32768})
-                elif self.path == "/v1/completions":
-                    self._answer(*server.completions(body))
-                else:
-                    self._answer(404, {"detail": "Not Found"})
-
-            def _answer(self, status: int, payload: dict) -> None:
-                data = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-        return Handler
-
-    def __enter__(self) -> OpenAIShapeServer:
-        threading.Thread(target=self._http.serve_forever, daemon=True).start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._http.shutdown()
-        self._http.server_close()

@@ -10,7 +10,7 @@ local M = {}
 --- M.update(), as workspace/didChangeConfiguration { settings = { cpc = ... } }.
 --- Keep equal to `options` in lsp/cpc.lua.
 M.defaults = {
-  model = 'default', -- 'default' (Gemma 3 270M), 'smollm2', a path to a GGUF file, or 'http://HOST:PORT' (llama-server)
+  model = 'default', -- 'default' (Gemma 3 270M), 'smollm2', a path to a GGUF file, 'http://HOST:PORT' (a model server), or several replicas' addresses separated by spaces
   remoteVocab = 'default', -- with a server as model: a local GGUF of the served model (vocabulary only)
   remoteTopK = 512, -- with a server: next tokens asked per state
   remoteTimeoutMs = 10000, -- with a server: how long one request may take
