@@ -56,7 +56,7 @@ if TYPE_CHECKING:
 __all__ = ["Fusion", "FusionWeights", "WorkspaceModel"]
 
 SCOPE_WEIGHTS = (0.5, 0.2, 0.3)
-FULL_PULL_TOKENS = 2_000
+FULL_PULL_TOKENS = 1_000
 """Tokens read (workspace files and open documents) from which fusion pulls as hard as its weights say, and
 below which in proportion (`WorkspaceModel.pull`): a lone short file is too little evidence of what the next
 names are. Nearly every directory of the workspace benchmark holds more (its gain is kept)."""
