@@ -317,8 +317,10 @@ def plot(result: dict, path: str) -> None:
     axes[0].set_ylabel("% of cursors")
     axes[1].legend(fontsize=7, loc="upper right")  # line exact stays well under 60 %: room above its lines
     changed = ", ".join(f"{k}={v}" for k, v in result["changed"].items()) or "shipping defaults"
-    fig.suptitle(f"What the editor shows: {result['cases']} cursors in {Path(result['files']).name}, "
-                 f"{result['prompt']} prompts, typed {describe_pause(result['pause'])}, {changed}", fontsize=10)
+    where = ("single-function documents (the cold set)" if result.get("cursors") == "functions"
+             else f"{Path(result['files']).name}, {result['prompt']} prompts")
+    fig.suptitle(f"What the editor shows: {result['cases']} cursors in {where}, "
+                 f"typed {describe_pause(result['pause'])}, {changed}", fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
 
