@@ -139,9 +139,9 @@ def lines(engine: Engine, cases: int, seed: int, modes: list[str], variants: lis
                 fusion = document.fusion(quality.document_key(case))
                 options = Options(mode=mode, drafts=drafts)
                 engine.clear()  # every variant from the same cache: the prompt read, nothing else
-                warm(engine, case.prefix, "", options)
+                warm(engine, case.prefix, options=options)
                 generation_module._choose_along = spy if variant == "whole" else original
-                generation = generate(engine, case.prefix, "", options, fusion=fusion)
+                generation = generate(engine, case.prefix, options=options, fusion=fusion)
                 generation_module._choose_along = original
                 rows[mode][variant].append({
                     "ms": generation.elapsed_ms, "calls": generation.lm_calls, "drafted": generation.drafted,

@@ -4,7 +4,7 @@
 
 The texts are the editor scenario's (benchmarks/bench_lsp.py): the middle of five
 ~2,000-line standard-library files, its first name typed key by key, each
-text as a request reads it (`cpc.window.text_window`). `stable_tokens` goes
+text as a request reads it (`cpc.window.Window`). `stable_tokens` goes
 through `cpc.tokenizer.LlamaTokenizer.encode`, which re-encodes only what
 changed since the last long text.
 """
@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from cpc.conditioning import stable_tokens  # noqa: E402
 from cpc.gguf import GGUFModel  # noqa: E402
 from cpc.tokenizer import LlamaTokenizer  # noqa: E402
-from cpc.window import MAX_PROMPT_TOKENS, text_window  # noqa: E402
+from cpc.window import MAX_PROMPT_TOKENS, Window  # noqa: E402
 from benchmarks.bench_lsp import scenario_targets  # noqa: E402
 
 
@@ -30,7 +30,7 @@ def main() -> None:
     whole, reused, chars = [], [], []
     for _, before, name, _ in scenario_targets():
         for typed in range(len(name) + 1):
-            text = text_window(before + name[:typed], MAX_PROMPT_TOKENS)
+            text = Window.at(before + name[:typed]).prefix
             chars.append(len(text))
             started = time.perf_counter()
             tokenizer.model.tokenize(text.encode("utf-8"))

@@ -299,7 +299,7 @@ def through_engine(model: str, rows: list[dict], settings: Settings) -> None:
     for row in rows:
         started = time.perf_counter()
         session.update_document(row["uri"], row["prefix"] + row["suffix"])
-        answer = session.complete(row["uri"], row["prefix"], row["suffix"], settings.options,
+        answer = session.complete(row["uri"], row["prefix"] + row["suffix"], len(row["prefix"]), settings.options,
                                   fusion=settings.fusion_weights)
         row["bare_ms"] = (time.perf_counter() - started) * 1000
         row["bare_text"] = answer.completions[0] if answer.completions else ""

@@ -160,7 +160,7 @@ def through_engine(session: CompletionSession, cases: list[Case], modes: list[st
         for mode in modes:
             uri = f"file:///engine/{mode}/{number}/{Path(case.file).name}"
             session.update_document(uri, case.prefix)
-            answer = session.complete(uri, case.prefix, "", replace(options, mode=mode), fusion=settings.fusion_weights)
+            answer = session.complete(uri, case.prefix, None, replace(options, mode=mode), fusion=settings.fusion_weights)
             session.close_document(uri)
             results[mode].append((answer.completions[0] if answer.completions else "", answer.engine_ms))
         if (number + 1) % 20 == 0 or number + 1 == len(cases):

@@ -73,7 +73,7 @@ def explain(engine: Engine, prefix: str) -> dict:
     chosen = {}
     for mode in MODES:
         engine.clear()
-        generation = generate(engine, prefix, "", Options(mode=mode))
+        generation = generate(engine, prefix, options=Options(mode=mode))
         completion = generation.completions[0] if generation.completions else None
         token = first_chosen(engine, completion) if completion else None
         chosen[mode] = {"first_token": engine.vocab.pieces[token].decode("utf-8", "replace") if token is not None else None,

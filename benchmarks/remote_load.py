@@ -80,7 +80,7 @@ def _reconnected(engine: Engine, model: str, options: RemoteOptions) -> Engine:
     lm = remote_lm(model, engine.tokenizer, engine.index, n_ctx=engine.lm.n_ctx, options=options)
     lm.try_connect()
     return Engine.wire(engine.model, lm, engine.tokenizer, engine.index, engine.beam.width, engine.beam.threshold,
-                       engine.conditioner.max_prompt_tokens)
+                       engine.prompt_tokens)
 
 
 def _counts(engine: Engine) -> dict:
@@ -101,7 +101,7 @@ def _type(engine: Engine, cases: list[Case], max_tokens: int, deadline: float) -
                 return spans, errors
             began = time.monotonic()
             try:
-                generate(engine, case.prefix + case.word_rest[:typed], "", options)
+                generate(engine, case.prefix + case.word_rest[:typed], options=options)
                 outcome = ANSWERED
             except MODEL_SERVER_ERRORS as error:
                 outcome = REFUSED

@@ -187,7 +187,7 @@ def _complete(args: argparse.Namespace) -> int:
     suffix = Path(args.suffix_file).read_text(encoding="utf-8") if args.suffix_file else ""
     options = Options(mode=args.mode, n=args.n, max_tokens=args.max_tokens, multiline=args.multiline)
     engine = Engine.load(args.model, gpu_layers=args.gpu_layers, progress=stderr_progress)
-    generation = generate(engine, prefix, suffix, options)
+    generation = generate(engine, prefix + suffix, len(prefix), options)
     if args.json:
         result = {
             "completions": [{"text": c.text, "logprob": round(c.logprob, 4)} for c in generation.completions],

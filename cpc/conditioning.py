@@ -109,7 +109,7 @@ class Conditioning:
     prompt: State
     """BOS (or a FIM head), the model's tokens of the stable part, and the FIM middle: shared by every path."""
     cut_short: bool
-    """The stable part was cut shorter than ``max_prompt_tokens`` to keep within a prompt-time budget."""
+    """The stable part was cut shorter than the window to keep within a prompt-time budget."""
     tail: bytes
     """The bytes after the prompt, up to the cursor."""
     paths: list[CoveringPath]
@@ -128,7 +128,6 @@ class Conditioner:
         finder: CandidateFinder,
         beam: ByteBeam,
         *,
-        max_prompt_tokens: int = MAX_PROMPT_TOKENS,
         max_paths: int = 64,
         max_validated: int = 256,
     ) -> None:
@@ -137,13 +136,13 @@ class Conditioner:
         self.tokenizer = tokenizer
         self.finder = finder
         self.beam = beam
-        self.max_prompt_tokens = max_prompt_tokens
         self.max_paths = max_paths
         self.max_validated = max_validated
         self._canonical_cache: OrderedDict[bytes, tuple[int, ...]] = OrderedDict()
 
     def condition(
-        self, text: str, *, head: State | None = None, middle: State = (), budget_ms: float | None = None
+        self, text: str, *, head: State | None = None, middle: State = (), budget_ms: float | None = None,
+        prompt_tokens: int = MAX_PROMPT_TOKENS,
     ) -> Conditioning:
         """The covering paths of ``text`` (everything before the cursor), weighed by the model.
 
@@ -152,10 +151,12 @@ class Conditioner:
         prompt puts the FIM-prefix token in ``head`` and the suffix between
         the FIM-suffix and FIM-middle tokens in ``middle``. With
         ``budget_ms``, the stable part is cut (`cpc.window.fit_window`) so that reading
-        what the cache lacks of it takes about that long at most.
+        what the cache lacks of it takes about that long at most. The stable
+        part keeps at most ``prompt_tokens`` tokens (the engine's window:
+        `cpc.engine.Engine.prompt_tokens`).
         """
         data = text.encode("utf-8")
-        full, anchor = stable_tokens(self.tokenizer, text, self.max_prompt_tokens)
+        full, anchor = stable_tokens(self.tokenizer, text, prompt_tokens)
         head = self.beam.lm.bos if head is None else head
         prompt = fit_window(self.beam.lm, head, full, middle, budget_ms)
         tail = data[anchor:]

@@ -34,7 +34,7 @@ from cpc.remote import RemoteLM, RemoteOptions, is_remote
 from cpc.replicas import ReplicatedLM, remote_lm
 from cpc.tokenizer import LlamaTokenizer
 from cpc.vocab import Vocabulary
-from cpc.window import MAX_PROMPT_TOKENS, prompt_tokens_for
+from cpc.window import MAX_PROMPT_TOKENS, Window, prompt_tokens_for
 
 READING_SAMPLE_CHARS = 1200
 """Characters of real text (code and prose, some 300 tokens) `Engine.time_reading` reads and times."""
@@ -73,12 +73,22 @@ class Engine:
     finder: CandidateFinder
     beam: ByteBeam
     conditioner: Conditioner
+    prompt_tokens: int = MAX_PROMPT_TOKENS
+    """The prompt window's size: tokens of text before the cursor the model reads at most (`cpc.window`)."""
     drafts: DraftPolicy = field(default_factory=DraftPolicy)
     """How much of a speculative draft to check (it learns how often drafts are kept)."""
 
     @property
     def vocab(self) -> Vocabulary:
         return self.tokenizer.vocab
+
+    def window(self, document: str, cursor: int | None = None) -> Window:
+        """The text this engine reads around ``cursor`` (a character offset into ``document``; None: its end).
+
+        >>> Engine.load("smollm2").window("import os\\nos.getc", 12)
+        Window(prefix='import os\\nos', suffix='.getc')
+        """
+        return Window.at(document, cursor, self.prompt_tokens)
 
     def placement(self) -> dict[str, Any]:
         """Where the model runs: llama.cpp's backend and device, the layers offloaded there
@@ -143,7 +153,7 @@ class Engine:
         gpu_layers: int = 0,
         width: int = 8,
         threshold: float = 1e-2,
-        max_prompt_tokens: int = MAX_PROMPT_TOKENS,
+        prompt_tokens: int = MAX_PROMPT_TOKENS,
         progress: Progress | None = None,
         remote: RemoteOptions = RemoteOptions(),
     ) -> Engine:
@@ -182,17 +192,18 @@ class Engine:
         else:
             lm = LlamaLM(gguf, vocab, n_ctx=n_ctx, n_seq=n_seq, threads=threads, states_per_decode=states_per_decode)
         report("model ready", 1.0)
-        return cls.wire(gguf, lm, tokenizer, index, width, threshold, prompt_tokens_for(n_ctx, max_prompt_tokens))
+        return cls.wire(gguf, lm, tokenizer, index, width, threshold, prompt_tokens_for(n_ctx, prompt_tokens))
 
     @classmethod
     def wire(cls, model: GGUFModel, lm: LanguageModel, tokenizer: LlamaTokenizer, index: PrefixIndex, width: int,
-             threshold: float, max_prompt_tokens: int) -> Engine:
-        """The stages around a loaded model: candidates, the beam and the conditioner."""
+             threshold: float, prompt_tokens: int) -> Engine:
+        """The stages around a loaded model: candidates, the beam and the conditioner; a prompt window of
+        ``prompt_tokens`` tokens."""
         beam = ByteBeam(lm, index, width=width, threshold=threshold)
         finder = CandidateFinder(tokenizer, index)
-        conditioner = Conditioner(tokenizer, finder, beam, max_prompt_tokens=max_prompt_tokens)
+        conditioner = Conditioner(tokenizer, finder, beam)
         return cls(model=model, lm=lm, tokenizer=tokenizer, index=index, finder=finder, beam=beam,
-                   conditioner=conditioner)
+                   conditioner=conditioner, prompt_tokens=prompt_tokens)
 
     def score(self, data: bytes, progress: Callable[[int], None] | None = None) -> Score:
         """Score ``data`` as a prefix: the beam's byte-level log-probability and the canonical path's.

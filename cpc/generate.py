@@ -218,16 +218,19 @@ class StopRules:
 
 def generate(
     engine: Engine,
-    prefix: str,
-    suffix: str = "",
+    document: str,
+    cursor: int | None = None,
     options: Options = Options(),
     cancelled: Callable[[], bool] | None = None,
     fusion: Fusion | None = None,
     wanted: Callable[[str], bool] | None = None,
     early: Callable[[list[str]], None] | None = None,
 ) -> Generation:
-    """Complete the text between ``prefix`` (before the cursor) and ``suffix`` (after it).
+    """Complete ``document`` at ``cursor`` (a character offset; None: the document's end).
 
+    The engine reads its window around the cursor (`cpc.engine.Engine.window`):
+    every caller, the editor's server as the command line and the
+    benchmarks, reads the same text for the same cursor.
     ``cancelled`` is polled before each model evaluation (and between the
     batches of a long prompt); when it returns True the work stops with
     `cpc.lm.Cancelled`, and every cache stays usable. ``fusion`` adds the
@@ -243,8 +246,9 @@ def generate(
     """
     if fusion is not None and fusion.is_off:
         fusion = None
+    window = engine.window(document, cursor)
     with engine.lm.interruptible(cancelled):
-        return _generate(engine, prefix, suffix, options, fusion, wanted, early)
+        return _generate(engine, window.prefix, window.suffix, options, fusion, wanted, early)
 
 
 def _generate(engine: Engine, prefix: str, suffix: str, options: Options, fusion: Fusion | None,
@@ -281,17 +285,18 @@ def _generate(engine: Engine, prefix: str, suffix: str, options: Options, fusion
     )
 
 
-def warm(engine: Engine, prefix: str, suffix: str = "", options: Options = Options(),
+def warm(engine: Engine, document: str, cursor: int | None = None, options: Options = Options(),
          cancelled: Callable[[], bool] | None = None) -> int:
-    """Read the whole prompt window of a request at this cursor into the KV cache, ahead of it.
+    """Read the whole prompt window of a request at ``cursor`` of ``document`` into the KV cache, ahead of it.
 
     What a request would read before the text it conditions on: the FIM
     frame and the stable part's tokens, without a time budget. Stops with
     `cpc.lm.Cancelled` when ``cancelled`` turns True (what was read keeps).
     Returns the tokens read.
     """
-    head, middle = prompt_frame(engine, suffix, options)
-    tokens, _ = stable_tokens(engine.tokenizer, prefix, engine.conditioner.max_prompt_tokens)
+    window = engine.window(document, cursor)
+    head, middle = prompt_frame(engine, window.suffix, options)
+    tokens, _ = stable_tokens(engine.tokenizer, window.prefix, engine.prompt_tokens)
     with engine.lm.interruptible(cancelled):
         return engine.lm.prefill(head + tokens + middle)
 
@@ -321,7 +326,9 @@ def _starts(
     """
     budget = options.prompt_budget_ms
     if options.mode == "cpc":
-        conditioning = engine.conditioner.condition(prefix, head=head, middle=middle, budget_ms=budget)
+        conditioning = engine.conditioner.condition(
+            prefix, head=head, middle=middle, budget_ms=budget, prompt_tokens=engine.prompt_tokens
+        )
         best = conditioning.paths[: max(options.lookahead_paths, options.n, FUSION_PATHS if fusion else 0)]
         prompt = conditioning.prompt
         return prompt, [
@@ -331,7 +338,7 @@ def _starts(
             )
             for path in best
         ], conditioning.cut_short
-    full = prompt_window(engine.tokenizer.encode(prefix.encode("utf-8")), engine.conditioner.max_prompt_tokens)
+    full = prompt_window(engine.tokenizer.encode(prefix.encode("utf-8")), engine.prompt_tokens)
     tokens = fit_window(engine.lm, head, full, middle, budget)
     if options.mode == "heal" and tokens:
         prompt = head + tokens[:-1] + middle

@@ -22,12 +22,16 @@ files (`index_workspace`, on a background thread). ``complete(...,
 fusion=FusionWeights())`` fuses it into every token choice; without
 ``fusion`` a completion is exactly what it was without a workspace.
 
+A request names the document and the cursor in it (a character offset);
+the engine reads its window there (`cpc.window.Window`), and the cache
+keeps windows, not documents:
+
     >>> session = CompletionSession()
     >>> session.load(EngineSettings(model="smollm2"))
-    >>> answer = session.complete("doc", "import os\\nos.listd", "", Options(max_tokens=2))
+    >>> answer = session.complete("doc", "import os\\nos.listd", 18, Options(max_tokens=2))
     >>> answer.completions[0].startswith("ir"), answer.from_cache
     (True, False)
-    >>> session.complete("doc", "import os\\nos.listdi", "", Options(max_tokens=2)).from_cache
+    >>> session.complete("doc", "import os\\nos.listdi", 19, Options(max_tokens=2)).from_cache
     True
 """
 
@@ -48,14 +52,15 @@ from cpc.lm import DEFAULT_CONTEXT_SIZE, Cancelled
 from cpc.models import ModelError, Progress
 from cpc.remote import RemoteMismatch, RemoteOptions, RemoteRefused, RemoteUnavailable, address_problem, is_remote
 from cpc.serving import KINDS as REMOTE_APIS
-from cpc.window import suffix_window, text_window
+from cpc.window import Window
 from cpc.workspace import ScanReport, WorkspaceLimits, WorkspaceProgress, workspace_files
 
 __all__ = [
     # the door
     "Answer", "CompletionSession", "EngineSettings", "SuggestionCache",
     # what a caller passes and reads: value types
-    "DEFAULT_CONTEXT_SIZE", "MODES", "REMOTE_APIS", "FusionWeights", "Options", "RemoteOptions", "ScanReport", "WorkspaceLimits",
+    "DEFAULT_CONTEXT_SIZE", "MODES", "REMOTE_APIS", "FusionWeights", "Options", "RemoteOptions", "ScanReport", "Window",
+    "WorkspaceLimits",
     # checks of a setting before a load
     "address_problem", "is_remote",
     # the errors a caller catches
@@ -95,41 +100,43 @@ class Answer:
 
 @dataclass(frozen=True)
 class _Shown:
-    """Suggestions answered for one text around the cursor."""
+    """Suggestions answered for one window around the cursor."""
 
-    prefix: str
-    suffix: str
+    window: Window
     options: Hashable
     """Everything else the texts depend on (`Options`, and the session's fusion weights)."""
     texts: tuple[str, ...]
 
 
 class SuggestionCache:
-    """The last suggestions per document, for keystrokes that type them."""
+    """The last suggestions per document, for keystrokes that type them: each kept with the window it
+    answered (`cpc.window.Window`, at most some 12,000 characters), not the document."""
 
     def __init__(self, per_document: int = 16) -> None:
         self.per_document = per_document
         self._shown: dict[str, OrderedDict[str, _Shown]] = {}
         self._lock = threading.Lock()
 
-    def remember(self, key: str, prefix: str, suffix: str, options: Hashable, texts: list[str]) -> None:
+    def remember(self, key: str, window: Window, options: Hashable, texts: list[str]) -> None:
         if not texts:
             return
         with self._lock:
             shown = self._shown.setdefault(key, OrderedDict())
-            shown[prefix] = _Shown(prefix, suffix, options, tuple(texts))
-            shown.move_to_end(prefix)
+            shown[window.prefix] = _Shown(window, options, tuple(texts))
+            shown.move_to_end(window.prefix)
             while len(shown) > self.per_document:
                 shown.popitem(last=False)
 
-    def lookup(self, key: str, prefix: str, suffix: str, options: Hashable) -> list[str] | None:
-        """The rest of earlier suggestions that ``prefix`` has started typing, or None."""
+    def lookup(self, key: str, window: Window, options: Hashable) -> list[str] | None:
+        """The rest of earlier suggestions that ``window`` has started typing, or None."""
         with self._lock:
             entries = list(self._shown.get(key, {}).values())
+        prefix = window.prefix
         for entry in reversed(entries):
-            if entry.suffix != suffix or entry.options != options or not prefix.startswith(entry.prefix):
+            earlier = entry.window
+            if earlier.suffix != window.suffix or entry.options != options or not prefix.startswith(earlier.prefix):
                 continue
-            typed = prefix[len(entry.prefix) :]
+            typed = prefix[len(earlier.prefix) :]
             rests = [text[len(typed) :] for text in entry.texts if text.startswith(typed) and len(text) > len(typed)]
             if rests:
                 return rests
@@ -309,18 +316,23 @@ class CompletionSession:
 
     # -- completions --------------------------------------------------------------
 
+    def window(self, document: str, cursor: int | None = None) -> Window:
+        """The text the engine reads around ``cursor`` of ``document`` (`cpc.engine.Engine.window`; before a
+        load, a window of the default size)."""
+        return self.engine.window(document, cursor) if self.engine is not None else Window.at(document, cursor)
+
     def cached(
-        self, key: str, prefix: str, suffix: str, options: Options, fusion: FusionWeights | None = None
+        self, key: str, document: str, cursor: int | None, options: Options, fusion: FusionWeights | None = None
     ) -> Answer | None:
-        """A cache answer, cheap enough for an event loop (no model)."""
-        texts = self.cache.lookup(key, prefix, suffix, _asked(options, fusion))
+        """A cache answer for ``cursor`` of ``document``, cheap enough for an event loop (no model)."""
+        texts = self.cache.lookup(key, self.window(document, cursor), _asked(options, fusion))
         return None if texts is None else Answer(texts, from_cache=True, engine_ms=0.0)
 
     def complete(
         self,
         key: str,
-        prefix: str,
-        suffix: str,
+        document: str,
+        cursor: int | None,
         options: Options,
         cancelled: Callable[[], bool] | None = None,
         fusion: FusionWeights | None = None,
@@ -328,7 +340,8 @@ class CompletionSession:
         early: Callable[[Answer], None] | None = None,
         refresh: bool = False,
     ) -> Answer:
-        """Suggestions for the cursor between ``prefix`` and ``suffix`` of document ``key``.
+        """Suggestions at ``cursor`` (a character offset; None: the end) of document ``key``, whose text is
+        ``document``: the engine reads its window there (`window`).
 
         With ``fusion``, the workspace model scores every token choice with
         these weights, document ``key`` as the current file (its cursor line
@@ -346,39 +359,42 @@ class CompletionSession:
         With ``refresh``, the model answers even where the cache holds an answer, and its answer takes the
         cached one's place (a window cut for `Options.prompt_budget_ms`, read whole).
         """
-        answer = None if refresh else self.cached(key, prefix, suffix, options, fusion)
+        answer = None if refresh else self.cached(key, document, cursor, options, fusion)
         if answer is not None:
             return answer
         if self.engine is None:
             raise RuntimeError("the model is not loaded yet")
         started = time.perf_counter()
+        window, asked = self.engine.window(document, cursor), _asked(options, fusion)
         fused = None
         if fusion is not None and self.workspace is not None:
-            fused = self.workspace.fusion(key, weights=fusion, cursor_line=prefix.count("\n"))
+            line = document.count("\n", 0, len(document) if cursor is None else cursor)
+            fused = self.workspace.fusion(key, weights=fusion, cursor_line=line)
         shown: list[str] = []
 
         def first_answer(texts: list[str]) -> None:
             shown.extend(texts)
-            self.cache.remember(key, prefix, suffix, _asked(options, fusion), texts)
+            self.cache.remember(key, window, asked, texts)
             early(Answer(texts, from_cache=False, engine_ms=(time.perf_counter() - started) * 1000, partial=True))
 
         generation = generate(
-            self.engine, self._recent(prefix), suffix_window(suffix), options, cancelled=cancelled, fusion=fused,
+            self.engine, document, cursor, options, cancelled=cancelled, fusion=fused,
             wanted=wanted, early=first_answer if early is not None else None,
         )
         texts = [completion.text for completion in generation.completions]
         if shown:
             texts = grown(shown, texts)
-        self.cache.remember(key, prefix, suffix, _asked(options, fusion), texts)
+        self.cache.remember(key, window, asked, texts)
         return Answer(texts, from_cache=False, engine_ms=(time.perf_counter() - started) * 1000,
                       lm_calls=generation.lm_calls, cut_short=generation.cut_short)
 
-    def warm(self, prefix: str, suffix: str, options: Options, cancelled: Callable[[], bool] | None = None) -> int:
-        """Read the prompt window of a request between ``prefix`` and ``suffix`` into the KV cache ahead of it
+    def warm(self, document: str, cursor: int | None, options: Options,
+             cancelled: Callable[[], bool] | None = None) -> int:
+        """Read the prompt window of a request at ``cursor`` of ``document`` into the KV cache ahead of it
         (`cpc.generate.warm`): the tokens read. Raises `cpc.lm.Cancelled` when ``cancelled`` turns True."""
         if self.engine is None:
             raise RuntimeError("the model is not loaded yet")
-        return warm(self.engine, self._recent(prefix), suffix_window(suffix), options, cancelled)
+        return warm(self.engine, document, cursor, options, cancelled)
 
     def stop_now(self) -> None:
         """Make the work in flight (`complete`, `warm`) ask its ``cancelled`` now rather than at its next
@@ -386,9 +402,6 @@ class CompletionSession:
         engine = self.engine
         if engine is not None:
             engine.lm.stop_now()
-
-    def _recent(self, prefix: str) -> str:
-        return text_window(prefix, self.engine.conditioner.max_prompt_tokens)
 
 
 def _asked(options: Options, fusion: FusionWeights | None) -> Hashable:

@@ -8,7 +8,8 @@ whole window each time. So every cut snaps to a grid:
 
 - the text before the cursor: at least `CHARS_PER_TOKEN` characters per
   token of the window, from a line start that moves in steps of a quarter
-  of that (`text_window`);
+  of that (`Window.at`, which slices the window from the document and
+  copies nothing else);
 - its tokens: a prompt longer than the window drops whole blocks of
   `PROMPT_BLOCK` tokens from its start (`prompt_window`);
 - a time budget (``promptBudgetMs``): a long window the cache lacks is cut
@@ -17,7 +18,7 @@ whole window each time. So every cut snaps to a grid:
   file) is read whole. The server answers again from the whole window at
   once (`lsp_server.requests`);
 - the text after the cursor (a fill-in-the-middle prompt): at most
-  `MAX_SUFFIX_CHARS` characters and `MAX_SUFFIX_TOKENS` tokens of it.
+  `MAX_SUFFIX_CHARS` characters (`Window.at`) and `MAX_SUFFIX_TOKENS` tokens of it.
 
 `MAX_PROMPT_TOKENS` is the window's one default size; an engine whose
 context is small keeps `GENERATION_ROOM` tokens of it for the completion
@@ -32,6 +33,7 @@ context is small keeps `GENERATION_ROOM` tokens of it for the completion
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -60,32 +62,46 @@ MAX_SUFFIX_TOKENS = 256
 """Of the text after the cursor, a fill-in-the-middle prompt reads at most this much."""
 
 
-def prompt_tokens_for(n_ctx: int, max_prompt_tokens: int = MAX_PROMPT_TOKENS) -> int:
+def prompt_tokens_for(n_ctx: int, prompt_tokens: int = MAX_PROMPT_TOKENS) -> int:
     """The window's size in a context of ``n_ctx`` tokens per sequence: `GENERATION_ROOM` stays free."""
-    return min(max_prompt_tokens, n_ctx - GENERATION_ROOM)
+    return min(prompt_tokens, n_ctx - GENERATION_ROOM)
 
 
-def text_window(prefix: str, max_prompt_tokens: int) -> str:
-    """The end of ``prefix`` a request reads for a window of ``max_prompt_tokens`` tokens: at least
-    `CHARS_PER_TOKEN` characters per token (when there are that many), from a line start that moves
-    in steps of a quarter of that, not with every keystroke.
+@dataclass(frozen=True)
+class Window:
+    """The text a request reads around the cursor: the end of the text before it, the start of the text after it.
 
-    >>> text = "x = 1\\n" * 10_000
-    >>> len(text_window(text, 1024)) >= 8192, text_window(text, 1024) == text_window(text + "y = 2", 1024)[:-5]
-    (True, True)
+    Sliced from the document at the cursor (`Window.at`), nothing else of it
+    copied: the window is what the engine reads and what its caches keep.
+
+        >>> document = "x = 1\\n" * 10_000 + "y = "
+        >>> window = Window.at(document, len(document) - 2, prompt_tokens=1024)
+        >>> len(window.prefix) >= 1024 * CHARS_PER_TOKEN, window.prefix.endswith("y "), window.suffix
+        (True, True, '= ')
+        >>> Window.at(document + "2", len(document), 1024).prefix == Window.at(document, len(document), 1024).prefix
+        True
     """
-    chars = max_prompt_tokens * CHARS_PER_TOKEN
-    if len(prefix) <= chars:
-        return prefix
-    step = max(1, chars // 4)
-    cut = (len(prefix) - chars) // step * step
-    line = prefix.rfind("\n", max(0, cut - step), cut) + 1
-    return prefix[line or cut :]
 
+    prefix: str
+    """The text before the cursor that is read: at least `CHARS_PER_TOKEN` characters per token of the window
+    (when there are that many), from a line start that moves in steps of a quarter of that, not with every
+    keystroke."""
+    suffix: str
+    """The text after the cursor that is read: at most `MAX_SUFFIX_CHARS` characters."""
 
-def suffix_window(suffix: str) -> str:
-    """The part of the text after the cursor a request reads."""
-    return suffix[:MAX_SUFFIX_CHARS]
+    @classmethod
+    def at(cls, document: str, cursor: int | None = None, prompt_tokens: int = MAX_PROMPT_TOKENS) -> Window:
+        """The window of a prompt of ``prompt_tokens`` tokens at ``cursor`` (a character offset; None: the end)."""
+        cursor = len(document) if cursor is None else cursor
+        if not 0 <= cursor <= len(document):
+            raise ValueError(f"cursor {cursor} is outside the document ({len(document)} characters)")
+        chars = prompt_tokens * CHARS_PER_TOKEN
+        start = 0
+        if cursor > chars:
+            step = max(1, chars // 4)
+            cut = (cursor - chars) // step * step
+            start = (document.rfind("\n", max(0, cut - step), cut) + 1) or cut
+        return cls(document[start:cursor], document[cursor : cursor + MAX_SUFFIX_CHARS])
 
 
 def prompt_window(tokens: State | Sequence[int], max_tokens: int) -> State:

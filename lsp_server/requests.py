@@ -65,7 +65,7 @@ from lsprotocol import types
 from pygls.exceptions import JsonRpcInvalidParams
 from pygls.workspace import Workspace
 
-from cpc.session import MODEL_SERVER_ERRORS, Answer, Cancelled, CompletionSession, FusionWeights, Options
+from cpc.session import MODEL_SERVER_ERRORS, Answer, Cancelled, CompletionSession, FusionWeights, Options, Window
 from lsp_server.documents import character_index
 from lsp_server.extensions import SUGGESTION_READY
 from lsp_server.progress import call_soon, settle, settle_from
@@ -83,21 +83,28 @@ _LONGEST_WORD = 256
 log = logging.getLogger("cpc-lsp.requests")
 
 
+WindowAt = Callable[[str, int], Window]
+"""The engine's window at an offset of a document (`cpc.session.CompletionSession.window`)."""
+
+
 @dataclass(frozen=True)
 class Cursor:
-    """A position in an open document, split the way the engine needs it."""
+    """A position in an open document: the document's text (held, not copied), the offset, and the window the
+    engine reads there, which is what requests compare."""
 
     uri: str
-    prefix: str
-    suffix: str
+    document: str
+    offset: int
+    """The cursor's character offset into ``document``."""
+    window: Window
     word: str
     """The part of the identifier before the cursor: suggestions replace it, so they start with it."""
     replace: types.Range
     """From the start of ``word`` to the cursor, in the client's units."""
 
     @classmethod
-    def at(cls, workspace: Workspace, uri: str, position: types.Position) -> Cursor:
-        """The text around ``position``; a clear error for an unknown document or a position off the text."""
+    def at(cls, workspace: Workspace, uri: str, position: types.Position, window_at: WindowAt) -> Cursor:
+        """The cursor at ``position``; a clear error for an unknown document or a position off the text."""
         document = workspace.text_documents.get(uri)
         if document is None:
             raise JsonRpcInvalidParams(f"unknown document {uri}: it was never opened (textDocument/didOpen)")
@@ -120,8 +127,9 @@ class Cursor:
         units = workspace.position_codec.client_num_units(text[: column - len(word_text)])
         return cls(
             uri=uri,
-            prefix=source[:start],
-            suffix=source[start:],
+            document=source,
+            offset=start,
+            window=window_at(source, start),
             word=word_text,
             replace=types.Range(start=types.Position(line, units), end=types.Position(line, character)),
         )
@@ -130,14 +138,14 @@ class Cursor:
         """Whether ``newer`` is this cursor after typing on (on the same line): an answer for this
         one may start with what was typed, and then answers ``newer`` from the suggestion cache.
 
-        >>> nowhere = types.Range(types.Position(0, 0), types.Position(0, 0))
-        >>> sel, self_w, se = (Cursor("file:///a.py", text, ")", "", nowhere) for text in ("f(sel", "f(self.w", "f(se"))
+        >>> sel, self_w, se = (_example(text, ")") for text in ("f(sel", "f(self.w", "f(se"))
         >>> sel.typed_on_by(self_w), sel.typed_on_by(se)
         (True, False)
         """
-        typed = newer.prefix[len(self.prefix):]
-        return (newer.uri == self.uri and newer.suffix == self.suffix and len(typed) <= _LONGEST_WORD
-                and "\n" not in typed and newer.prefix.startswith(self.prefix))
+        old, new = self.window, newer.window
+        typed = new.prefix[len(old.prefix):]
+        return (newer.uri == self.uri and new.suffix == old.suffix and len(typed) <= _LONGEST_WORD
+                and "\n" not in typed and new.prefix.startswith(old.prefix))
 
 
 @dataclass(frozen=True)
@@ -149,34 +157,35 @@ class Foresight:
     target: Cursor
 
     @classmethod
-    def after(cls, cursor: Cursor, text: str) -> Foresight | None:
+    def after(cls, cursor: Cursor, text: str, window_at: WindowAt) -> Foresight | None:
         """The foresight for ``text`` answered at ``cursor``, or None when the cursor's line goes on after it.
 
-        >>> nowhere = types.Range(types.Position(0, 0), types.Position(0, 0))
-        >>> Foresight.after(Cursor("file:///a.py", "    x = ma", "\\r\\nreturn x", "ma", nowhere), "x(a, b)").target.prefix
-        '    x = max(a, b)\\r\\n'
-        >>> Foresight.after(Cursor("file:///a.py", "f(ma", ")\\n", "ma", nowhere), "x")  # the line goes on: none
+        >>> Foresight.after(_example("    x = ma", "\\r\\nreturn x"), "x(a, b)", Window.at).target.window
+        Window(prefix='    x = max(a, b)\\r\\n', suffix='\\r\\nreturn x')
+        >>> Foresight.after(_example("f(ma", ")\\n"), "x", Window.at)  # the line goes on: none
         """
-        line_end = "\r\n" if cursor.suffix.startswith("\r\n") else "\n"
-        if not text or "\n" in text or not (cursor.suffix == "" or cursor.suffix.startswith(line_end)):
+        suffix = cursor.window.suffix
+        line_end = "\r\n" if suffix.startswith("\r\n") else "\n"
+        if not text or "\n" in text or not (suffix == "" or suffix.startswith(line_end)):
             return None
-        return cls(cursor, replace(cursor, prefix=cursor.prefix + text + line_end, word=""))
+        document = cursor.document[: cursor.offset] + text + line_end + cursor.document[cursor.offset :]
+        offset = cursor.offset + len(text) + len(line_end)
+        return cls(cursor, replace(cursor, document=document, offset=offset, window=window_at(document, offset), word=""))
 
     def wanted(self, newest: Cursor | None, last: Cursor | None) -> bool:
         """Whether the document's newest request (``newest``; ``last``, the newest of all) still leads to the
         target: on the way there (the answer typed through, or accepted) or typed on from it.
 
-        >>> nowhere = types.Range(types.Position(0, 0), types.Position(0, 0))
-        >>> at = lambda prefix: Cursor("file:///a.py", prefix, "\\n", "", nowhere)
-        >>> foresight = Foresight.after(at("x = "), "1")
+        >>> at = lambda prefix: _example(prefix, "\\n")
+        >>> foresight = Foresight.after(at("x = "), "1", Window.at)
         >>> [foresight.wanted(at(p), at(p)) for p in ("x = ", "x = 1", "x = 1\\n    ", "x = 2", "x = 1\\ny\\n")]
         [True, True, True, False, False]
         """
-        if newest is None or last is None or last.uri != newest.uri or newest.suffix != self.target.suffix:
+        if newest is None or last is None or last.uri != newest.uri or newest.window.suffix != self.target.window.suffix:
             return False
-        at, target = newest.prefix, self.target.prefix
+        at, target = newest.window.prefix, self.target.window.prefix
         if target.startswith(at):
-            return at.startswith(self.start.prefix)
+            return at.startswith(self.start.window.prefix)
         return at.startswith(target) and "\n" not in at[len(target):]
 
 
@@ -235,7 +244,7 @@ class Ticket:
 
     def wants(self, text: str) -> bool:
         """Whether a suggestion ``text`` can still start what was typed since (kept work stops otherwise)."""
-        typed = self.requests.newest.get(self.cursor.uri, self.cursor).prefix[len(self.cursor.prefix):]
+        typed = self.requests.newest.get(self.cursor.uri, self.cursor).window.prefix[len(self.cursor.window.prefix):]
         return text.startswith(typed) or typed.startswith(text)
 
 
@@ -315,7 +324,7 @@ class Requests:
             return []
         settings = self.settings()  # read after the wait: settings may have changed during the load
         options, fusion = settings.options, settings.fusion_weights
-        cached = self.session.cached(cursor.uri, cursor.prefix, cursor.suffix, options, fusion)
+        cached = self.session.cached(cursor.uri, cursor.document, cursor.offset, options, fusion)
         if cached is not None:
             self.counts["from_cache"] += 1
             return self._shown_for(cursor, cached.completions)
@@ -411,7 +420,7 @@ class Requests:
         cursor = ticket.cursor
         try:
             answer = self._run(ticket.stale, lambda: self.session.complete(
-                cursor.uri, cursor.prefix, cursor.suffix, options, ticket.stale, fusion, ticket.wants, early))
+                cursor.uri, cursor.document, cursor.offset, options, ticket.stale, fusion, ticket.wants, early))
         except Cancelled:
             self.counts["stopped"] += 1
             raise
@@ -432,7 +441,7 @@ class Requests:
             self.counts["cut_short"] += 1
             self._upgrade(cursor)
         elif answer.completions and self.settings().warm_cache:
-            foresight = Foresight.after(cursor, answer.completions[0])
+            foresight = Foresight.after(cursor, answer.completions[0], self.session.window)
             if foresight is not None:
                 self._foresee(foresight)
 
@@ -455,7 +464,7 @@ class Requests:
                 return
             try:
                 answer = self._run(stale, lambda: self.session.complete(
-                    cursor.uri, cursor.prefix, cursor.suffix, whole, stale, fusion, refresh=True))
+                    cursor.uri, cursor.document, cursor.offset, whole, stale, fusion, refresh=True))
             except Cancelled:
                 self.counts["upgrade_stopped"] += 1
             except Exception:  # the quick answer was given: the better one is a favour
@@ -503,7 +512,7 @@ class Requests:
         if newest is None or shown_for is not newest or document is None or not (
                 newest is cursor or cursor.typed_on_by(newest)):
             return
-        more = self.session.cached(newest.uri, newest.prefix, newest.suffix, options, fusion)
+        more = self.session.cached(newest.uri, newest.document, newest.offset, options, fusion)
         if more is None or more.completions == shown or (
                 shown and not replaced and not more.completions[0].startswith(shown[0])):
             return
@@ -528,7 +537,7 @@ class Requests:
                 return
             try:
                 self._run(stale, lambda: self.session.complete(
-                    target.uri, target.prefix, target.suffix, options, stale, fusion))
+                    target.uri, target.document, target.offset, options, stale, fusion))
             except Cancelled:
                 self.counts["foresight_stopped"] += 1
             except Exception:  # foreseeing is a favour: it must not take the worker down
@@ -596,7 +605,7 @@ class Requests:
             if cancelled():
                 return
             try:
-                self._run(cancelled, lambda: self.session.warm(source[:cut], source[cut:], options, cancelled))
+                self._run(cancelled, lambda: self.session.warm(source, cut, options, cancelled))
             except Cancelled:
                 self.counts["warm_stopped"] += 1
             except Exception:  # reading ahead is a favour: it must not take the worker down
@@ -605,3 +614,11 @@ class Requests:
                 self.counts["warmed"] += 1
 
         self.worker.submit(work)
+
+
+def _example(prefix: str, suffix: str) -> Cursor:
+    """A cursor between ``prefix`` and ``suffix`` of a document, for the examples above."""
+    nowhere = types.Range(types.Position(0, 0), types.Position(0, 0))
+    word = _WORD_BEFORE.search(prefix)
+    return Cursor("file:///a.py", prefix + suffix, len(prefix), Window.at(prefix + suffix, len(prefix)),
+                  word.group() if word else "", nowhere)

@@ -243,7 +243,7 @@ def shutdown(ls: CPCServer, params: Any) -> None:
 
 
 async def inline_completion(ls: CPCServer, params: types.InlineCompletionParams) -> types.InlineCompletionList:
-    cursor = Cursor.at(ls.workspace, params.text_document.uri, params.position)
+    cursor = Cursor.at(ls.workspace, params.text_document.uri, params.position, ls.session.window)
     automatic = params.context.trigger_kind == types.InlineCompletionTriggerKind.Automatic
     texts = await ls.requests.suggest(cursor, may_grow=automatic)
     return types.InlineCompletionList(
@@ -252,7 +252,7 @@ async def inline_completion(ls: CPCServer, params: types.InlineCompletionParams)
 
 
 async def completion(ls: CPCServer, params: types.CompletionParams) -> types.CompletionList:
-    cursor = Cursor.at(ls.workspace, params.text_document.uri, params.position)
+    cursor = Cursor.at(ls.workspace, params.text_document.uri, params.position, ls.session.window)
     texts = await ls.requests.suggest(cursor)
     return types.CompletionList(
         is_incomplete=True,

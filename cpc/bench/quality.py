@@ -190,9 +190,9 @@ def document_model(engine: Engine, case: Case) -> WorkspaceModel:
 
 
 def cold_generate(engine: Engine, prefix: str, options: Options, fusion: Fusion | None = None) -> Generation:
-    """One request from cold caches (KV cache, snapshots, beams), prefix only (no suffix)."""
+    """One request from cold caches (KV cache, snapshots, beams) at the end of ``prefix`` (no text after it)."""
     engine.clear()
-    return generate(engine, prefix, "", options, fusion=fusion)
+    return generate(engine, prefix, options=options, fusion=fusion)
 
 
 def first_text(generation: Generation) -> str:

@@ -367,7 +367,7 @@ def complete_case(
         others = (chunk for path, own in chunks.items() if path != case.file for chunk in own)
         chunk = best_chunk(others, case.prefix, directory.language)
         prefix = with_context(
-            engine.tokenizer, case.prefix, chunk, directory.language.comment, engine.conditioner.max_prompt_tokens
+            engine.tokenizer, case.prefix, chunk, directory.language.comment, engine.prompt_tokens
         )
         prepare_ms += (time.perf_counter() - started) * 1000
     if fused:

@@ -69,6 +69,6 @@ def test_long_prompts_are_cut_in_stable_blocks(engine):
     text = "".join(f"value_{i} = {i}\n" for i in range(400)) + "total = val"
     first = engine.conditioner.condition(text)
     second = engine.conditioner.condition(text + "u")
-    assert len(first.prompt) <= engine.conditioner.max_prompt_tokens + 1
+    assert len(first.prompt) <= engine.prompt_tokens + 1
     assert first.prompt == second.prompt
     assert math.isfinite(second.logprob)

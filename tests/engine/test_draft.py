@@ -128,12 +128,13 @@ def test_drafts_of_any_kind_never_change_the_text(smollm2_memo, monkeypatch, cur
         workspace.update_document("textwrap.py", prefix + suffix)
         fusion = workspace.fusion("textwrap.py", cursor_line=prefix.count("\n"))
     options = Options(mode=mode, multiline=multiline, max_tokens=12, n=2, drafts=DraftParameters(max_tokens=0))
-    plain = generate(engine, prefix, suffix, options, fusion=fusion)
+    plain = generate(engine, prefix + suffix, len(prefix), options, fusion=fusion)
     assert plain.drafted == 0
     answers = [completion.tokens for completion in plain.completions]
     drafts = RandomDrafts(answers, plain.prompt_tokens, seed, len(engine.vocab.pieces))
     monkeypatch.setattr(cpc.generate, "Lookup", lambda parameters: drafts)
-    drafted = generate(engine, prefix, suffix, replace(options, drafts=DraftParameters(cost_aware=False)), fusion=fusion)
+    drafted = generate(engine, prefix + suffix, len(prefix), replace(options, drafts=DraftParameters(cost_aware=False)),
+                       fusion=fusion)
     assert [c.text for c in drafted.completions] == [c.text for c in plain.completions]
     assert [c.tokens for c in drafted.completions] == [c.tokens for c in plain.completions]
     np.testing.assert_allclose([c.logprob for c in drafted.completions], [c.logprob for c in plain.completions], atol=1e-4)
@@ -145,7 +146,7 @@ def test_right_drafts_save_model_calls(smollm2_memo, monkeypatch):
     engine = smollm2_memo
     prefix = TEXTWRAP[: TEXTWRAP.index("def wrap(text, width=70, **kw") + len("def wrap(text, width=70, **kw")]
     options = Options(mode="naive", multiline=True, max_tokens=12, drafts=DraftParameters(max_tokens=0))
-    plain = generate(engine, prefix, "", options)
+    plain = generate(engine, prefix, options=options)
     answer = plain.completions[0].tokens
     assert len(answer) >= 6
 
@@ -155,7 +156,7 @@ def test_right_drafts_save_model_calls(smollm2_memo, monkeypatch):
 
     monkeypatch.setattr(cpc.generate, "Lookup", lambda parameters: Right())
     drafts = DraftParameters(max_tokens=16, cost_aware=False, clear_margin=0.0)
-    drafted = generate(engine, prefix, "", replace(options, drafts=drafts))
+    drafted = generate(engine, prefix, options=replace(options, drafts=drafts))
     assert drafted.completions[0].text == plain.completions[0].text
     # the start's call may come from a cache the first run filled: at most one call after it
     assert drafted.lm_calls <= plain.lm_calls - (len(answer) - 2), "one call for all the tokens after the first"

@@ -367,9 +367,9 @@ def test_fusion_with_zero_weights_changes_nothing(smollm2, mode):
     for prefix in (MAIN, "import os\nos.pa", "def f(x):\n    return x.app", "for i in ra"):
         options = Options(mode=mode, n=2, max_tokens=6)
         smollm2.clear()
-        plain = generate(smollm2, prefix, "", options)
+        plain = generate(smollm2, prefix, options=options)
         smollm2.clear()
-        fused = generate(smollm2, prefix, "", options, fusion=off)
+        fused = generate(smollm2, prefix, options=options, fusion=off)
         assert [(c.text, c.logprob, c.tokens) for c in fused.completions] == [
             (c.text, c.logprob, c.tokens) for c in plain.completions
         ]
@@ -397,5 +397,5 @@ def test_fusion_completes_a_name_from_another_file(smollm2):
     workspace = project(smollm2.tokenizer)
     workspace.update_document("main.py", MAIN)
     smollm2.clear()
-    fused = generate(smollm2, MAIN, "", Options(max_tokens=8), fusion=workspace.fusion("main.py", cursor_line=3))
+    fused = generate(smollm2, MAIN, options=Options(max_tokens=8), fusion=workspace.fusion("main.py", cursor_line=3))
     assert fused.completions[0].text.startswith("ghted_checksum")

@@ -59,7 +59,7 @@ def test_multiline_stops_at_a_dedent(engine):
 
 
 def test_the_text_after_the_cursor_is_not_repeated(engine):
-    generation = generate(engine, "print(max(a, b", ")\n", options=Options(n=3, max_tokens=8))
+    generation = generate(engine, "print(max(a, b)\n", 14, options=Options(n=3, max_tokens=8))
     for completion in generation.completions:
         assert not completion.text.endswith(")"), completion.text
 
@@ -149,7 +149,7 @@ def test_paths_far_behind_the_best_do_not_compete_for_the_first_token(engine):
     for margin in (float("inf"), 0.0):
         engine.clear()
         before = engine.lm.stats.states
-        result = generate(engine, prefix, "", Options(max_tokens=1, lookahead_margin=margin))
+        result = generate(engine, prefix, options=Options(max_tokens=1, lookahead_margin=margin))
         evaluated.append(engine.lm.stats.states - before)
         assert result.completions[0].text.startswith("o")
     assert evaluated[1] < evaluated[0]
@@ -174,7 +174,7 @@ def test_a_covering_path_is_expanded_only_when_the_byte_marginal_needs_it(engine
                     patch.setattr(engine.beam.snapshots, "known", lambda tokens: True)
                 engine.clear()
                 before = engine.lm.stats.states
-                result = generate(engine, prefix, "", Options(max_tokens=4))
+                result = generate(engine, prefix, options=Options(max_tokens=4))
                 runs.append((result.completions[0].text, engine.lm.stats.states - before))
     assert [text for text, _ in lazy] == [text for text, _ in eager]
     assert all(a <= b for (_, a), (_, b) in zip(lazy, eager))
@@ -186,21 +186,21 @@ def test_a_cold_request_reads_a_cut_window_and_warm_reads_the_whole(engine, mode
     """A prompt-time budget cuts the window of a cold request; `warm` reads the whole window, and the
     same request then reads it all, as without a budget."""
     cursor = TEXTWRAP.index("        if self.width <= 0:") + len("        if self.wid")
-    prefix, suffix = TEXTWRAP[:cursor], TEXTWRAP[cursor:]
     tight = Options(mode=mode, max_tokens=4, fim=False, prompt_budget_ms=1)
     engine.clear()
-    cut = generate(engine, prefix, suffix, options=tight)
+    cut = generate(engine, TEXTWRAP, cursor, options=tight)
     assert cut.cut_short
     assert SHORT_BLOCK <= cut.prompt_tokens - 1 < 2 * SHORT_BLOCK + 8  # the last block or two, and the tail
     assert cut.completions
-    again = generate(engine, prefix + "t", suffix, options=tight)
+    typed_on = TEXTWRAP[:cursor] + "t" + TEXTWRAP[cursor:]
+    again = generate(engine, typed_on, cursor + 1, options=tight)
     assert again.cut_short and again.prompt_tokens >= cut.prompt_tokens - 2, "the cut stays put while typing"
-    read = warm(engine, prefix, suffix, tight)
-    assert read > cut.prompt_tokens and warm(engine, prefix, suffix, tight) == 0
-    whole = generate(engine, prefix, suffix, options=tight)
+    read = warm(engine, TEXTWRAP, cursor, tight)
+    assert read > cut.prompt_tokens and warm(engine, TEXTWRAP, cursor, tight) == 0
+    whole = generate(engine, TEXTWRAP, cursor, options=tight)
     assert not whole.cut_short
     engine.clear()
-    unbudgeted = generate(engine, prefix, suffix, options=replace(tight, prompt_budget_ms=None))
+    unbudgeted = generate(engine, TEXTWRAP, cursor, options=replace(tight, prompt_budget_ms=None))
     assert whole.prompt_tokens == unbudgeted.prompt_tokens and whole.completions
 
 
@@ -210,7 +210,7 @@ def test_a_short_file_is_read_whole_whatever_the_budget(engine):
     short = prefix[prefix.index("\n", len(prefix) - 1500) + 1 :]  # whole lines, some 400 tokens
     assert 2 * SHORT_BLOCK < len(engine.tokenizer.encode(short.encode())) <= SHORT_WINDOW
     engine.clear()
-    read = generate(engine, short, "", options=Options(max_tokens=4, prompt_budget_ms=1))
+    read = generate(engine, short, options=Options(max_tokens=4, prompt_budget_ms=1))
     assert not read.cut_short and read.completions
 
 

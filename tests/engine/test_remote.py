@@ -118,8 +118,8 @@ def test_remote_completion_is_the_in_process_one(server, local, api):
     """The identifier is the same; later tokens may differ on near-ties (the server batches differently)."""
     engine = remote_engine(server.url, top_k=4096, api=api)
     options = Options(max_tokens=8)
-    remote = generate(engine, PREFIX, "", options).completions[0].text
-    exact = generate(local, PREFIX, "", options).completions[0].text
+    remote = generate(engine, PREFIX, options=options).completions[0].text
+    exact = generate(local, PREFIX, options=options).completions[0].text
     assert remote.startswith("th") and exact.startswith("th"), (remote, exact)
 
 
@@ -203,7 +203,7 @@ def test_an_engine_that_caps_k_is_read_in_its_own_shape_and_the_rows_stay_sound(
         top = np.argsort(-exact)[:20]
         assert np.abs(row[top] - exact[top]).max() < 1e-3
         assert np.delete(exact, top).sum() == pytest.approx(bound.rest, abs=1e-3)
-        assert generate(engine, PREFIX, "", Options(max_tokens=4)).completions[0].text.startswith("th")
+        assert generate(engine, PREFIX, options=Options(max_tokens=4)).completions[0].text.startswith("th")
         asked = [body for body in stand_in.requests if "logprobs" in body]
         assert asked and all(body["return_tokens_as_token_ids"] and "id_slot" not in body for body in asked)
         assert all(body["model"] == MODEL_ID for body in asked)
@@ -216,21 +216,21 @@ def test_faults_are_clear_and_the_same_client_recovers(api):
     lm = engine.lm
     assert "refused the connection" in lm.last_error, "not started: said at load, the engine still loads"
     with pytest.raises(RemoteUnavailable, match=f"127.0.0.1:{port} refused the connection"):
-        generate(engine, PREFIX, "", Options(max_tokens=4))
+        generate(engine, PREFIX, options=Options(max_tokens=4))
 
     server = LlamaServer("default", port=port).start()
     try:
-        assert generate(engine, PREFIX, "", Options(max_tokens=4)).completions, "started: served"
+        assert generate(engine, PREFIX, options=Options(max_tokens=4)).completions, "started: served"
 
         engine.clear()
         server.pause()  # slow: nothing answers
         started = time.monotonic()
         with pytest.raises(RemoteUnavailable, match="did not answer .* within 15 s"):
-            generate(engine, PREFIX + "\n", "", Options(max_tokens=4))
+            generate(engine, PREFIX + "\n", options=Options(max_tokens=4))
         assert time.monotonic() - started < 30
         server.resume()
         engine.clear()
-        assert generate(engine, PREFIX, "", Options(max_tokens=4)).completions, "resumed: served"
+        assert generate(engine, PREFIX, options=Options(max_tokens=4)).completions, "resumed: served"
 
         # killed mid-request: the request is in flight (paused server), then the process dies
         errors: list[BaseException] = []
@@ -252,7 +252,7 @@ def test_faults_are_clear_and_the_same_client_recovers(api):
 
         server = LlamaServer("default", port=port).start()  # restarted on the same port
         engine.clear()
-        assert generate(engine, PREFIX, "", Options(max_tokens=4)).completions, "restarted: served again"
+        assert generate(engine, PREFIX, options=Options(max_tokens=4)).completions, "restarted: served again"
         assert lm.last_error is None
     finally:
         server.stop()

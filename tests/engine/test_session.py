@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import pytest
 
-from cpc.generate import Options
+from cpc.generate import Options, generate
 from cpc.session import CompletionSession, EngineSettings
 from tests.support.threads import MODEL_THREADS
 
@@ -28,7 +28,7 @@ def test_before_a_load_the_door_says_so():
     empty = CompletionSession()
     assert not empty.ready and empty.placement() is None and empty.server_error is None
     with pytest.raises(RuntimeError, match="not loaded"):
-        empty.complete(URI, PREFIX, "", OPTIONS)
+        empty.complete(URI, PREFIX, None, OPTIONS)
 
 
 def test_the_engine_says_where_it_runs(session):
@@ -39,27 +39,27 @@ def test_the_engine_says_where_it_runs(session):
 
 def test_a_completion_then_the_keys_typed_through_it_come_from_the_cache(session):
     session.update_document(URI, PREFIX)
-    first = session.complete(URI, PREFIX, "", OPTIONS)
+    first = session.complete(URI, PREFIX, None, OPTIONS)
     assert not first.from_cache and first.lm_calls > 0
     text = first.completions[0]
     assert text.startswith("th"), "self.wid|th: the cursor inside `width`"
-    typed = session.complete(URI, PREFIX + text[0], "", OPTIONS)
+    typed = session.complete(URI, PREFIX + text[0], None, OPTIONS)
     assert typed.from_cache and typed.completions[0] == text[1:] and typed.lm_calls == 0
 
 
 def test_clear_makes_the_next_request_cold(session):
     session.update_document(URI, PREFIX)
-    session.complete(URI, PREFIX, "", OPTIONS)
+    session.complete(URI, PREFIX, None, OPTIONS)
     session.clear()
-    again = session.complete(URI, PREFIX, "", OPTIONS)
+    again = session.complete(URI, PREFIX, None, OPTIONS)
     assert not again.from_cache and again.lm_calls > 0
 
 
 def test_a_closed_document_forgets_its_suggestions(session):
     session.update_document(URI, PREFIX)
-    text = session.complete(URI, PREFIX, "", OPTIONS).completions[0]
+    text = session.complete(URI, PREFIX, None, OPTIONS).completions[0]
     session.close_document(URI)
-    assert session.cached(URI, PREFIX + text[0], "", OPTIONS) is None
+    assert session.cached(URI, PREFIX + text[0], None, OPTIONS) is None
 
 
 def test_an_answer_from_the_whole_window_takes_the_place_of_a_cut_one(session):
@@ -67,8 +67,27 @@ def test_an_answer_from_the_whole_window_takes_the_place_of_a_cut_one(session):
     would cut it); ``refresh`` asks the model again and its answer replaces the one cached."""
     session.update_document(URI, PREFIX)
     session.clear()
-    cut = session.complete(URI, PREFIX, "", replace(OPTIONS, prompt_budget_ms=1))
-    assert session.cached(URI, PREFIX, "", replace(OPTIONS, prompt_budget_ms=None)).completions == cut.completions
-    whole = session.complete(URI, PREFIX, "", replace(OPTIONS, prompt_budget_ms=None), refresh=True)
+    cut = session.complete(URI, PREFIX, None, replace(OPTIONS, prompt_budget_ms=1))
+    assert session.cached(URI, PREFIX, None, replace(OPTIONS, prompt_budget_ms=None)).completions == cut.completions
+    whole = session.complete(URI, PREFIX, None, replace(OPTIONS, prompt_budget_ms=None), refresh=True)
     assert not whole.from_cache and whole.lm_calls > 0 and not whole.cut_short
-    assert session.cached(URI, PREFIX, "", replace(OPTIONS, prompt_budget_ms=1)).completions == whole.completions
+    assert session.cached(URI, PREFIX, None, replace(OPTIONS, prompt_budget_ms=1)).completions == whole.completions
+
+
+def test_every_caller_reads_the_window_the_engine_cuts_and_the_cache_keeps_windows(session):
+    """One way in: the session (the server's door) and `generate` itself (the command line, the benchmarks)
+    read the same window of a long document, cut by the engine; the suggestion cache holds that window, not
+    the document."""
+    body = "".join(f"def f{n}(x):\n    return x + {n}\n\n" for n in range(3000))
+    cursor = len(body) + len("def area(self):\n    return self.wid")
+    document = body + "def area(self):\n    return self.wid\n\n" + body
+    window = session.window(document, cursor)
+    assert window == session.engine.window(document, cursor)
+    assert window.prefix.endswith("self.wid") and len(window.prefix) < len(body) // 4
+    assert document[cursor:].startswith(window.suffix) and len(window.suffix) < len(body) // 4
+    session.clear()
+    answer = session.complete(URI, document, cursor, OPTIONS)
+    direct = generate(session.engine, document, cursor, OPTIONS)
+    assert answer.completions and answer.completions == [completion.text for completion in direct.completions]
+    kept = session.cache._shown[URI][window.prefix]
+    assert kept.window == window, "the cache keeps the window the engine read"
