@@ -89,14 +89,14 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_server.py --files '$(NPM_LIB)' --cases 200 --seed 1 --json $(OUT)/bench_server_npm.json --plot $(OUT)/bench_server_npm.png
 	$(BIN)/python benchmarks/bench_server.py --cursors functions --files '<stdlib>/[a-m]*.py,$(NPM_LIB)' --cases 200 --seed 1 --pause 0 --until-ms 1000 --json $(OUT)/bench_cold.json --plot $(OUT)/bench_cold.png
 	$(BIN)/python benchmarks/disagreements.py $(OUT)/bench_cold.json --json $(OUT)/disagreements.json --markdown $(OUT)/disagreements.md
-	$(BIN)/cpc bench --files '<stdlib>/[a-m]*.py' --cases 60 --seed 1 --json $(OUT)/bench_complete.json --plot $(OUT)/bench_complete.png
-	$(BIN)/cpc bench --files '<stdlib>/[a-m]*.py' --prompt short --cases 60 --seed 1 --json $(OUT)/bench_complete_short.json --plot $(OUT)/bench_complete_short.png
+	$(BIN)/python -m harness.bench --files '<stdlib>/[a-m]*.py' --cases 60 --seed 1 --json $(OUT)/bench_complete.json --plot $(OUT)/bench_complete.png
+	$(BIN)/python -m harness.bench --files '<stdlib>/[a-m]*.py' --prompt short --cases 60 --seed 1 --json $(OUT)/bench_complete_short.json --plot $(OUT)/bench_complete_short.png
 	$(BIN)/python benchmarks/profile_request.py --cases 12 --json $(OUT)/profile_request.json --plot $(OUT)/profile_request.png
 	$(BIN)/python benchmarks/probe_backend_sampling.py --json $(OUT)/probe_backend_sampling.json
 	$(BIN)/python benchmarks/probe_batch_noise.py --json $(OUT)/probe_batch_noise.json
 	$(BIN)/python benchmarks/bench_drafts.py --cases 40 --json $(OUT)/bench_drafts.json --plot $(OUT)/bench_drafts.png
 	$(BIN)/python benchmarks/bench_lsp.py --repeat 3 --json $(OUT)/bench_lsp.json --plot $(OUT)/bench_lsp.png
-	$(BIN)/cpc bench --workspace dev --cases 60 --seed 1 --modes cpc,cpc+fusion,cpc+context,naive+fusion --json $(OUT)/bench_workspace.json --plot $(OUT)/bench_workspace.png
+	$(BIN)/python -m harness.bench --workspace dev --cases 60 --seed 1 --modes cpc,cpc+fusion,cpc+context,naive+fusion --json $(OUT)/bench_workspace.json --plot $(OUT)/bench_workspace.png
 	$(BIN)/python benchmarks/bench_workspace_memory.py --megabytes 50 --json $(OUT)/bench_workspace_memory.json
 
 # 1, 8 and 32 editors sharing 1, 2 and 4 llama-server replicas in the documented team configuration

@@ -29,8 +29,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from cpc.candidates import CandidateFinder  # noqa: E402
-from cpc.cli import load_tokenizer  # noqa: E402
 from cpc.index import PrefixIndex  # noqa: E402
+from cpc.tokenizer import load_tokenizer  # noqa: E402
 
 CASES = [
     "I bought some apple",

@@ -19,7 +19,7 @@ Each call here stops at the first row (the host reads one row), so the
 figure is the model's time; the host's part per row read is measured apart
 (`cpc.lm.greedy_choice`, one exponential pass).
 
-**Lines** (``--only lines``): cursors drawn as `cpc bench` draws them
+**Lines** (``--only lines``): cursors drawn as `python -m harness.bench` draws them
 (standard library a–m, short prompts, with fusion of the file as the
 server does); each prompt is read first into an emptied cache (warm, as
 after a pause, and the same for every run), then the rest of the line is
@@ -53,14 +53,14 @@ import numpy as np  # noqa: E402
 
 from dataclasses import replace  # noqa: E402
 
-from cpc.bench import quality  # noqa: E402
-from cpc.bench.corpus import expand  # noqa: E402
-from cpc.bench.report import pyplot  # noqa: E402
 from cpc.draft import PRIOR_KEPT, DraftParameters, kept  # noqa: E402
 from cpc.engine import Engine  # noqa: E402
 from cpc.generate import MODES, Options, generate, warm  # noqa: E402
 from cpc.lm import greedy_choice  # noqa: E402
 from cpc.models import stderr_progress  # noqa: E402
+from harness.bench import quality  # noqa: E402
+from harness.bench.corpus import expand  # noqa: E402
+from harness.bench.report import pyplot  # noqa: E402
 
 SOURCE = Path(__import__("argparse").__file__)
 

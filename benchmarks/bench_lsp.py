@@ -2,7 +2,7 @@
 
     python benchmarks/bench_lsp.py [--model default] [--chars 60] [--repeat N] [--json OUT] [--plot OUT.png]
 
-A headless editor (`lsp_server.headless`) opens standard-library files with
+A headless editor (`harness.headless`) opens standard-library files with
 a stretch of code removed and types it back, one character at a time, the
 way an editor does: ``didChange``, then ``textDocument/inlineCompletion``,
 waiting for each answer (debounce off). Each stretch starts with a cold
@@ -50,7 +50,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from cpc.session import CompletionSession, EngineSettings  # noqa: E402
-from lsp_server.headless import HeadlessEditor, Request  # noqa: E402
+from harness.headless import HeadlessEditor, Request  # noqa: E402
 from lsp_server.settings import Settings  # noqa: E402
 from benchmarks.bench_server import parse_setting  # noqa: E402
 

@@ -24,9 +24,9 @@ quarter into the run and started again at half: how many requests were
 answered, refused (said to the user) or lost (none may be), per second.
 
 Quality (``--only quality``: not in the default run, which it would make
-seven minutes longer): the cursors of ``cpc bench`` (standard-library
+seven minutes longer): the cursors of ``python -m harness.bench`` (standard-library
 files a-m, cold caches, CPC mode; short prompts by default -- whole lines,
-at most 300 tokens, as ``cpc bench --prompt short``: on two cores a long
+at most 300 tokens, as ``python -m harness.bench --prompt short``: on two cores a long
 prompt's cold prefill dominates every number) completed by the in-process
 model and by the remote backend at each K and over each API (llama-server's
 own ``/completion``, and ``/v1/completions`` as vLLM serves it), against a
@@ -58,18 +58,18 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from cpc.bench.corpus import expand  # noqa: E402
-from cpc.bench.quality import (  # noqa: E402
-    KINDS, Case, Outcome, cold_generate, draw_cases, first_text, line_exact, shorten, summarise, word_exact,
-)
-from cpc.bench.report import print_rows, pyplot  # noqa: E402
 from cpc.engine import Engine  # noqa: E402
 from benchmarks.remote_load import (  # noqa: E402
     PROFILE_COLUMNS, TEAM_SERVER_ARGS, Editors, failover, load_grid,
 )
 from cpc.generate import Options  # noqa: E402
 from cpc.remote import RemoteOptions  # noqa: E402
-from tests.support.llama_server import BINARY, LlamaServer  # noqa: E402
+from harness.bench.corpus import expand  # noqa: E402
+from harness.bench.quality import (  # noqa: E402
+    KINDS, Case, Outcome, cold_generate, draw_cases, first_text, line_exact, shorten, summarise, word_exact,
+)
+from harness.bench.report import print_rows, pyplot  # noqa: E402
+from harness.llama_server import BINARY, LlamaServer  # noqa: E402
 
 FILES = "<stdlib>/[a-m]*.py"
 LOCAL = "in-process"
@@ -85,7 +85,7 @@ THROUGHPUT_COLUMNS = [("replicas", "replicas", "{:8d}"), ("editors", "editors", 
 
 
 def complete_case(engine: Engine, case: Case, max_tokens: int) -> Outcome:
-    """`cpc.bench.quality.complete_case` in CPC mode without the generation time budget: on two busy cores the
+    """`harness.bench.quality.complete_case` in CPC mode without the generation time budget: on two busy cores the
     budget would cut texts at load-dependent points, and the texts are compared for identity."""
     generation = cold_generate(engine, case.prefix, Options(max_tokens=max_tokens, time_budget_ms=UNLIMITED_MS))
     text = first_text(generation)

@@ -5,11 +5,11 @@
     python benchmarks/bench_server.py --show OUT.json    # the tables of an earlier run
     python benchmarks/bench_server.py ... --engine-later --json OUT.json; python benchmarks/bench_server.py --add-engine OUT.json
 
-The development set's cursors (`cpc.bench.quality.draw_cases`: inside identifiers
+The development set's cursors (`harness.bench.quality.draw_cases`: inside identifiers
 of real code, half of them on a token boundary) go through ``cpc-lsp``
 with its shipping defaults (`lsp_server.settings.Settings`; ``--set``
 changes one, for a comparison, and the JSON records every setting sent).
-Per cursor, a headless editor (`lsp_server.headless`) opens a new
+Per cursor, a headless editor (`harness.headless`) opens a new
 document holding the text before the cursor but its last character, waits
 (``--pause``: by default until the server has read the document ahead, as
 it does while the user looks at a file; ``0`` for a key typed the moment
@@ -45,13 +45,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from cpc.bench.corpus import expand  # noqa: E402
-from cpc.bench.functions import draw_function_cases  # noqa: E402
-from cpc.bench.quality import Case, draw_cases, line_exact, shorten, word_exact  # noqa: E402
 from cpc.engine import Engine  # noqa: E402
 from cpc.generate import Options  # noqa: E402
 from cpc.session import CompletionSession, EngineSettings  # noqa: E402
-from lsp_server.headless import HeadlessEditor  # noqa: E402
+from harness.bench.corpus import expand  # noqa: E402
+from harness.bench.functions import draw_function_cases  # noqa: E402
+from harness.bench.quality import Case, draw_cases, line_exact, shorten, word_exact  # noqa: E402
+from harness.headless import HeadlessEditor  # noqa: E402
 from lsp_server.settings import Settings  # noqa: E402
 
 MOMENTS_MS = (250, 500, 1000, 2000)
@@ -210,8 +210,8 @@ def run(model: str, files: str, cases: int, seed: int, prompt: str, modes: list[
 
 def development_cases(engine: Engine, files: str, cases: int, seed: int, prompt: str,
                       cursors: str = "identifiers") -> list[Case]:
-    """The cursors, drawn as `cpc bench` draws them (the same for the same arguments); ``functions``: cold
-    single-function documents (`cpc.bench.functions`), whatever ``prompt`` says."""
+    """The cursors, drawn as `python -m harness.bench` draws them (the same for the same arguments); ``functions``: cold
+    single-function documents (`harness.bench.functions`), whatever ``prompt`` says."""
     if cursors == "functions":
         return draw_function_cases(engine, [path for glob in files.split(",") for path in expand(glob)], cases, seed)
     drawn = draw_cases(engine, expand(files), cases, seed)
@@ -295,7 +295,7 @@ def describe_pause(pause: str) -> str:
 
 def plot(result: dict, path: str) -> None:
     """Word and line exact against the time after the keystroke, per mode; the engine's as dashed lines."""
-    from cpc.bench.report import pyplot
+    from harness.bench.report import pyplot
 
     plt = pyplot()
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.2), sharey=True)
@@ -347,7 +347,7 @@ def main() -> int:
     parser.add_argument("--prompt", choices=("long", "short"), default="long")
     parser.add_argument("--cursors", choices=("identifiers", "functions"), default="identifiers",
                         help="identifiers: inside identifiers of whole files (the development sets); functions: cold "
-                             "single-function documents cut at any character of a body line (cpc.bench.functions); "
+                             "single-function documents cut at any character of a body line (harness.bench.functions); "
                              "--files takes comma-separated globs")
     parser.add_argument("--until-ms", type=int, choices=MOMENTS_MS, default=MOMENTS_MS[-1],
                         help="follow each cursor's suggestion this long (the later moments are left out)")

@@ -32,9 +32,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.bench_server import development_cases, shown_at  # noqa: E402
-from cpc.bench.quality import line_exact  # noqa: E402
 from cpc.engine import Engine  # noqa: E402
 from cpc.generate import Completion, Options, generate, prompt_frame  # noqa: E402
+from harness.bench.quality import line_exact  # noqa: E402
 
 MODES = ("cpc", "heal", "naive")
 PATHS_SHOWN = 4

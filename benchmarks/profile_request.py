@@ -2,10 +2,10 @@
 
     python benchmarks/profile_request.py [--model default] [--cases 20] [--gpu-layers N] [--json OUT] [--plot OUT.png]
 
-Cursors are drawn as `cpc bench` draws them (standard library a–m, half on
+Cursors are drawn as `python -m harness.bench` draws them (standard library a–m, half on
 a token boundary, half inside a token); each is completed cold in each mode,
 with the prompt long (the engine's window) and short (at most 300 tokens,
-`cpc.bench.quality.shorten`). The engine's stages are timed exclusively (a stage
+`harness.bench.quality.shorten`). The engine's stages are timed exclusively (a stage
 called inside another is taken out of the outer one's time):
 
 - ``decode``: ``llama_decode``, the model's forward passes;
@@ -37,12 +37,12 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from cpc import beam, candidates, lm, tokenizer  # noqa: E402
-from cpc.bench import quality  # noqa: E402
-from cpc.bench.corpus import expand  # noqa: E402
-from cpc.bench.report import pyplot, ratio  # noqa: E402
 from cpc.engine import Engine  # noqa: E402
 from cpc.generate import Options  # noqa: E402
 from cpc.models import stderr_progress  # noqa: E402
+from harness.bench import quality  # noqa: E402
+from harness.bench.corpus import expand  # noqa: E402
+from harness.bench.report import pyplot, ratio  # noqa: E402
 
 STAGES = {
     "decode": (lm.LlamaLM, "_decode"),

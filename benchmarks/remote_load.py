@@ -31,13 +31,13 @@ import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from cpc.bench.quality import Case
 from cpc.engine import Engine
 from cpc.generate import Options, generate
 from cpc.remote import RemoteOptions, server_addresses
 from cpc.replicas import ReplicatedLM, remote_lm
 from cpc.session import MODEL_SERVER_ERRORS
-from tests.support.llama_server import LlamaServer, all_running
+from harness.bench.quality import Case
+from harness.llama_server import LlamaServer, all_running
 
 TEAM_SERVER_ARGS = ("--no-cache-idle-slots", "--cache-ram", "2048", "--metrics")
 """The documented team configuration (docs/team-server.md), beside `LlamaServer`'s own flags

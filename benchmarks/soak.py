@@ -2,7 +2,7 @@
 
     python benchmarks/soak.py [--duration 600] [--seed 1] [--model default] [--json OUT] [--plot OUT.png]
 
-A headless editor (`lsp_server.headless`) opens the standard library's
+A headless editor (`harness.headless`) opens the standard library's
 ``argparse.py`` and, for ``--duration`` seconds, edits it the way a person
 does: types real code at human speed (100-200 ms between keys) and in bursts
 (a few ms), deletes, jumps the cursor, pastes and cuts blocks of lines, and
@@ -47,7 +47,7 @@ from lsprotocol import types  # noqa: E402
 from pygls.exceptions import JsonRpcRequestCancelled  # noqa: E402
 
 from cpc.session import SuggestionCache  # noqa: E402
-from lsp_server.headless import HeadlessEditor, Request  # noqa: E402
+from harness.headless import HeadlessEditor, Request  # noqa: E402
 from lsp_server.settings import Settings  # noqa: E402
 
 HUMAN_GAP_S = (0.100, 0.200)

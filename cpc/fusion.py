@@ -77,7 +77,7 @@ _WORD_CONTEXT_TOKENS = 16
 
 @dataclass(frozen=True)
 class FusionWeights:
-    """λ per fusion model (tuned with ``cpc bench --workspace`` on the development set)."""
+    """λ per fusion model (tuned with ``python -m harness.bench --workspace`` on the development set)."""
 
     ngram: float = 0.3
     identifiers: float = 2.0

@@ -164,6 +164,15 @@ class LlamaTokenizer(Tokenizer):
         return old_tokens[:start] + tokens
 
 
+def load_tokenizer(model: str | None) -> Tokenizer:
+    """cl100k (``model`` None or ``"cl100k"``) or a GGUF model's own tokenizer (a path, or ``"default"`` / ``"smollm2"``)."""
+    if model is None or model == "cl100k":
+        return TiktokenTokenizer()
+    from cpc.gguf import GGUFModel
+
+    return LlamaTokenizer(GGUFModel.open(model, vocab_only=True))
+
+
 def _is_letters(piece: bytes) -> bool:
     try:
         return _LETTERS.fullmatch(piece.decode("utf-8")) is not None

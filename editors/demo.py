@@ -18,9 +18,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from cpc.gguf import GGUFModel  # noqa: E402
-from cpc.vocab import Vocabulary  # noqa: E402
-from lsp_server.headless import HeadlessEditor  # noqa: E402
+from cpc.tokenizer import load_tokenizer  # noqa: E402
+from harness.headless import HeadlessEditor  # noqa: E402
+from harness.token_view import token_view  # noqa: E402
 
 # (module, the line to type, how much of it to type)
 EXAMPLES = [
@@ -36,24 +36,8 @@ def progress(message: str, percentage: int | None) -> None:
         print(f"  [server] {message}{shown}", file=sys.stderr, flush=True)
 
 
-def token_view(model: GGUFModel, vocab: Vocabulary, line: str, typed: str) -> str:
-    """The model's tokens of the whole line, with a bar where the cursor cuts one."""
-    pieces, cut = [], len(typed.encode())
-    offset = 0
-    for token in model.tokenize(line.encode()):
-        piece = vocab.pieces[token]
-        if offset < cut < offset + len(piece):
-            k = cut - offset
-            pieces.append(f"[{piece[:k].decode(errors='replace')}|{piece[k:].decode(errors='replace')}]")
-        else:
-            pieces.append(f"[{piece.decode(errors='replace')}]")
-        offset += len(piece)
-    return "".join(pieces)
-
-
 async def main() -> int:
-    model = GGUFModel.open("default", vocab_only=True)
-    vocab = Vocabulary.from_gguf(model)
+    tokenizer = load_tokenizer("default")
     print("Starting cpc-lsp on the default model (Gemma 3 270M)...", file=sys.stderr)
     async with HeadlessEditor(["--model", "default"], on_progress=progress) as editor:
         for module, line, typed in EXAMPLES:
@@ -74,7 +58,7 @@ async def main() -> int:
                 answers[mode] = shown[-1][1] if shown else ""
             rest = re.match(r"\w*", line[len(typed) :]).group()
             print(f"\n{module}.py, cursor after {typed.strip()!r} (the file has {line.strip()!r})")
-            print(f"  the model's tokens of the line: {token_view(model, vocab, line, typed)}")
+            print(f"  the model's tokens of the line: {token_view(tokenizer, line, typed)}")
             for mode, title in (("naive", "tokenize and continue"), ("cpc", "character prefix conditioning")):
                 text = answers[mode]
                 verdict = "finishes the word" if re.match(r"\w*", text).group() == rest else "does not finish the word"

@@ -23,7 +23,7 @@ from hypothesis import settings
 from cpc.candidates import CandidateFinder
 from cpc.gguf import GGUFModel
 from cpc.tokenizer import LlamaTokenizer
-from tests.support.threads import MODEL_THREADS
+from harness.threads import MODEL_THREADS
 from tests.support.unigram_model import unigram_gguf
 
 MODEL_NAMES = ["default", "smollm2"]

@@ -6,11 +6,13 @@ reads the files with `ast`):
     $ python tools/architecture.py            # the figures, one block each
     $ python tools/architecture.py --dot out/imports.dot --plot out/imports.png
 
-- ``imports``: every ``cpc``/``lsp_server`` module and the project modules
-  it imports (at any depth of the file: a function's import counts too,
-  ``TYPE_CHECKING`` imports do not, since they never run);
+- ``imports``: every ``cpc``/``lsp_server``/``harness`` module and the
+  project modules it imports (at any depth of the file: a function's import
+  counts too, ``TYPE_CHECKING`` imports do not, since they never run);
 - ``cycles``: the strongly connected groups of that graph (there should be none);
 - ``server reaches into``: the ``cpc`` modules ``lsp_server`` imports;
+- ``harness``: the product's imports of the harness, and the benchmarks'
+  and the harness's imports of the tests (there should be none);
 - ``longest functions``: functions and methods by length in lines, longest first;
 - ``classes``: the largest classes, with their methods and lines.
 
@@ -26,7 +28,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("cpc", "lsp_server")
+PRODUCT = ("cpc", "lsp_server")
+"""The packages that ship."""
+PACKAGES = (*PRODUCT, "harness")
+"""The packages held to the rules: the product and the harness that drives it."""
 
 
 def module_name(path: Path) -> str:
@@ -37,7 +42,7 @@ def module_name(path: Path) -> str:
 
 
 def modules() -> dict[str, Path]:
-    """Every module of the product's packages, by dotted name."""
+    """Every module of `PACKAGES`, by dotted name."""
     return {module_name(path): path for package in PACKAGES for path in sorted((ROOT / package).rglob("*.py"))}
 
 
@@ -48,10 +53,10 @@ def _type_checking(node: ast.If) -> bool:
     )
 
 
-def imports_of(name: str, path: Path, known: set[str]) -> set[str]:
-    """The project modules ``name`` imports when it runs (``TYPE_CHECKING`` blocks left out)."""
+def imported(path: Path, package: str = "") -> set[str]:
+    """Every module ``path`` imports when it runs, by absolute name (``TYPE_CHECKING`` blocks left out);
+    ``package``: the one relative imports start from."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
-    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     found: set[str] = set()
 
     def visit(node: ast.AST) -> None:
@@ -72,8 +77,15 @@ def imports_of(name: str, path: Path, known: set[str]) -> set[str]:
             visit(child)
 
     visit(tree)
+    return found
+
+
+def imports_of(name: str, path: Path, known: set[str]) -> set[str]:
+    """The project modules ``name`` imports when it runs."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     # a module's import of its own package (``import cpc`` for the library order) is not an edge
-    return {module for module in found if module in known and module != name and not name.startswith(module + ".")}
+    return {module for module in imported(path, package)
+            if module in known and module != name and not name.startswith(module + ".")}
 
 
 def import_graph() -> dict[str, set[str]]:
@@ -116,6 +128,21 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
         if node not in index:
             connect(node)
     return groups
+
+
+def product_reaches_harness(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """Per ``cpc``/``lsp_server`` module, the ``harness`` modules it imports (there should be none)."""
+    return {
+        name: {target for target in targets if target.split(".")[0] == "harness"}
+        for name, targets in graph.items() if name.split(".")[0] in PRODUCT
+    }
+
+
+def scripts_importing(folder: str, top: str) -> dict[str, set[str]]:
+    """Per script under ``folder``, the modules of the package ``top`` it imports (e.g. benchmarks/ -> tests)."""
+    found = {str(path.relative_to(ROOT)): {module for module in imported(path) if module.split(".")[0] == top}
+             for path in sorted((ROOT / folder).rglob("*.py"))}
+    return {script: modules for script, modules in found.items() if modules}
 
 
 def server_reaches(graph: dict[str, set[str]]) -> dict[str, set[str]]:
@@ -179,6 +206,14 @@ def report(top: int = 10) -> str:
     reaches = server_reaches(graph)
     reached = sorted(set().union(*reaches.values()))
     lines.append(f"server reaches into {len(reached)} cpc modules: {', '.join(reached)}")
+    into_harness = sorted(f"{name} -> {target}" for name, targets in product_reaches_harness(graph).items()
+                          for target in targets)
+    lines.append(f"product imports of the harness: {len(into_harness)}")
+    lines += [f"  {edge}" for edge in into_harness]
+    for folder in ("benchmarks", "harness"):
+        into_tests = scripts_importing(folder, "tests")
+        lines.append(f"{folder}/ files importing tests: {len(into_tests)}")
+        lines += [f"  {script}: {', '.join(sorted(modules))}" for script, modules in into_tests.items()]
     lines.append(f"longest functions (of {len(functions(paths))}):")
     lines += [f"  {f.length:4d}  {f.module}.{f.name} (line {f.line})" for f in functions(paths)[:top]]
     lines.append("largest classes:")
@@ -227,14 +262,14 @@ def plot(graph: dict[str, set[str]], path: str) -> None:
             axes.annotate("", (x1, y1 + 0.15), (x0, y0 - 0.15),
                           arrowprops={"arrowstyle": "->", "color": "#999", "lw": 0.6})
     for name, (x, y) in place.items():
-        colour = "#cfe3ff" if name.startswith("lsp_server") else "#e8f4d9"
+        colour = {"lsp_server": "#cfe3ff", "harness": "#f4e1d2"}.get(name.split(".")[0], "#e8f4d9")
         axes.text(x, y, name, ha="center", va="center", fontsize=7,
                   bbox={"boxstyle": "round", "fc": colour, "ec": "#666", "lw": 0.5})
     axes.set_xlim(-width / 2 - 0.5, width / 2 + 0.5)
     axes.set_ylim(-0.7, len(rows) - 0.3)
     axes.invert_yaxis()
     axes.axis("off")
-    axes.set_title("cpc and lsp_server: who imports whom (an arrow points to the module imported)")
+    axes.set_title("cpc, lsp_server and harness: who imports whom (an arrow points to the module imported)")
     figure.tight_layout()
     figure.savefig(path, dpi=90)
 

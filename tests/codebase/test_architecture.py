@@ -1,4 +1,4 @@
-"""The shape of the code holds: no import cycle, one door from the server into the engine, short functions, a tree that tells product from the rest.
+"""The shape of the code holds: no import cycle, one door from the server into the engine, the harness apart from the product, short functions, a tree that tells product from the rest.
 
 `tools/architecture.py` reads the source (it imports nothing of it); run it
 for the figures behind these checks.
@@ -35,6 +35,39 @@ def test_the_engine_knows_nothing_of_the_server():
                    for target in targets)
 
 
+def test_the_product_never_imports_the_harness():
+    """The headless editor, the benchmarks' library and llama-server for tests drive the product from outside."""
+    assert architecture.product_reaches_harness(architecture.import_graph()) == {
+        name: set() for name in architecture.modules() if name.split(".")[0] in architecture.PRODUCT
+    }
+
+
+def test_the_product_check_sees_an_import_of_the_harness():
+    graph = {"cpc.cli": {"cpc.engine", "harness.bench.quality"}, "harness.bench.quality": {"cpc.engine"}}
+    assert architecture.product_reaches_harness(graph) == {"cpc.cli": {"harness.bench.quality"}}
+
+
+def test_neither_benchmarks_nor_the_harness_import_the_tests():
+    """What the benchmarks share with the tests lives in harness/; tests/ is for the tests alone."""
+    assert architecture.scripts_importing("benchmarks", "tests") == {}
+    assert architecture.scripts_importing("harness", "tests") == {}
+
+
+def test_the_scripts_check_sees_imports_at_any_depth():
+    """The tests import the harness, some inside a function (tests/engine/test_bench_cli.py)."""
+    found = architecture.scripts_importing("tests", "harness")
+    assert "harness.threads" in found["tests/conftest.py"]
+    assert "harness.bench.quality" in found["tests/engine/test_bench_cli.py"]
+
+
+def test_only_the_product_ships():
+    """The wheel's packages are named exactly: a wildcard such as ``cpc*`` would take in any package named alike."""
+    import tomllib
+
+    found = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]["packages"]
+    assert found["find"]["include"] == [name for package in architecture.PRODUCT for name in (package, f"{package}.*")]
+
+
 def test_no_function_is_longer_than_a_screen():
     long = [f"{f.module}.{f.name} ({f.length} lines)" for f in architecture.functions(architecture.modules())
             if f.length > LONGEST_FUNCTION]
@@ -59,11 +92,12 @@ def test_every_module_says_what_it_owns_in_its_first_line():
 
 
 def test_the_tree_tells_product_tests_benchmarks_and_tools_apart():
-    """Product code is in the two packages; every test file is under tests/, every benchmark script in benchmarks/."""
+    """Product code is in the two packages, what drives it in harness/; every test file is under tests/, every
+    benchmark script in benchmarks/."""
     tracked = [path.relative_to(ROOT) for path in ROOT.rglob("*.py")
                if not {".venv", "node_modules", ".git"} & set(path.relative_to(ROOT).parts)]
     tops = {path.parts[0] for path in tracked if len(path.parts) > 1}
-    assert tops <= {"cpc", "lsp_server", "tests", "benchmarks", "tools", "editors"}
+    assert tops <= {"cpc", "lsp_server", "harness", "tests", "benchmarks", "tools", "editors"}
     assert all(path.parts[0] == "tests" for path in tracked if path.name.startswith("test_"))
     assert all(path.parts[0] == "benchmarks" for path in tracked
                if path.name.startswith(("bench_", "profile_", "soak")) and path.parts[0] != "cpc")

@@ -27,10 +27,11 @@ ENTRY_MODULES = ["cpc", "cpc.cli", "lsp_server", "lsp_server.__main__", "tests.c
 SCRIPTS = sorted(
     str(path.relative_to(ROOT))
     for path in (*ROOT.glob("benchmarks/*.py"), *ROOT.glob("tests/**/*.py"), *ROOT.glob("editors/*.py"),
-                 *ROOT.glob("tools/**/*.py"))
+                 *ROOT.glob("tools/**/*.py"), *ROOT.glob("harness/**/*.py"))
     if 'if __name__ == "__main__":' in path.read_text(encoding="utf-8")
 )
-"""The benchmark, profile, soak and demo scripts: run as programs, they import what the product does."""
+"""The benchmark, profile, soak and demo scripts and ``python -m harness.bench``: run as programs, they import what
+the product does."""
 
 CHECK = r"""
 import importlib, importlib.abc, json, runpy, sys
@@ -83,4 +84,4 @@ def test_the_check_sees_numpy_first():
 
 
 def test_the_scripts_are_found():
-    assert {"benchmarks/bench_lsp.py", "editors/demo.py"} <= set(SCRIPTS)
+    assert {"benchmarks/bench_lsp.py", "editors/demo.py", "harness/bench/__main__.py"} <= set(SCRIPTS)

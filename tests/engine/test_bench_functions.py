@@ -1,10 +1,10 @@
-"""`cpc.bench.functions`: cold single-function documents from Python and JavaScript, and the cursors drawn in them."""
+"""`harness.bench.functions`: cold single-function documents from Python and JavaScript, and the cursors drawn in them."""
 
 from pathlib import Path
 
 import pytest
 
-from cpc.bench.functions import MAX_LINES, draw_function_cases, functions_in, javascript_functions, python_functions
+from harness.bench.functions import MAX_LINES, draw_function_cases, functions_in, javascript_functions, python_functions
 
 PYTHON = '''import os
 

@@ -1,16 +1,15 @@
-"""`cpc bench --workspace`: case drawing, the identifier metrics, the context baseline, and a tiny real run."""
+"""`python -m harness.bench --workspace`: case drawing, the identifier metrics, the context baseline, and a tiny real run."""
 
 import json
 import re
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from cpc.bench import corpus, quality, retrieval
-from cpc.bench import workspace as bw
+from harness.bench import corpus, quality, retrieval
+from harness.bench import workspace as bw
 
 DEFINES = '''"""Checksums."""
 
@@ -279,21 +278,6 @@ def test_context_is_pasted_before_a_trimmed_prefix(smollm2_tokenizer):
 
 
 # ---------------------------------------------------------------- command line and a real run
-
-
-def run_cpc(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "cpc.cli", *args], capture_output=True, text=True, timeout=600)
-
-
-def test_cli_refuses_bad_options_before_loading_a_model():
-    result = run_cpc("bench", "--workspace", "dev", "--modes", "cpc+magic")
-    assert result.returncode == 1 and "cpc+magic" in result.stderr and "Traceback" not in result.stderr
-    result = run_cpc("bench", "--workspace", "dev", "--files", "x")
-    assert result.returncode == 1 and "exclude" in result.stderr
-    result = run_cpc("bench", "--fusion-weights", "ngram=1")
-    assert result.returncode == 1 and "--workspace" in result.stderr
-    result = run_cpc("bench", "--fusion", "--fusion-weights", "ngram=fast")
-    assert result.returncode == 1 and "not a number" in result.stderr
 
 
 @pytest.fixture(scope="module")

@@ -26,8 +26,8 @@ from cpc.draft import Draft, DraftParameters, Lookup
 from cpc.fusion import WorkspaceModel
 from cpc.generate import Options, generate
 from cpc.lm import LanguageModel, LlamaLM, State
+from harness.threads import MODEL_THREADS
 from tests.support.strategies import examples
-from tests.support.threads import MODEL_THREADS
 
 TEXTWRAP = open(importlib.import_module("textwrap").__file__, encoding="utf-8").read()
 

@@ -21,9 +21,9 @@ import pytest
 from cpc.engine import Engine
 from cpc.generate import Options, generate
 from cpc.remote import RemoteLM, RemoteMismatch, RemoteOptions, RemoteUnavailable, full_row
-from tests.support.llama_server import LlamaServer, free_port
+from harness.llama_server import LlamaServer, free_port
+from harness.threads import MODEL_THREADS
 from tests.support.openai_server import MODEL_ID, OpenAIShapeServer
-from tests.support.threads import MODEL_THREADS
 
 pytestmark = pytest.mark.slow
 

@@ -7,7 +7,7 @@ import pytest
 
 from cpc.engine import Engine
 from cpc.remote import API_KEY_ENV, RemoteOptions, RemoteRefused, RemoteUnavailable
-from tests.support.llama_server import LlamaServer
+from harness.llama_server import LlamaServer
 from tests.support.tls_proxy import TLSProxy
 
 pytestmark = pytest.mark.slow

@@ -19,7 +19,7 @@ import pytest
 from cpc.engine import Engine
 from cpc.remote import RemoteOptions, RemoteUnavailable
 from cpc.replicas import ReplicatedLM, remote_lm
-from tests.support.llama_server import LlamaServer, all_running
+from harness.llama_server import LlamaServer, all_running
 
 pytestmark = pytest.mark.slow
 

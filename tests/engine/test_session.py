@@ -10,7 +10,7 @@ import pytest
 
 from cpc.generate import Options, generate
 from cpc.session import CompletionSession, EngineSettings
-from tests.support.threads import MODEL_THREADS
+from harness.threads import MODEL_THREADS
 
 URI = "file:///session/shapes.py"
 PREFIX = "class Box:\n    def __init__(self, width):\n        self.width = width\n\n    def area(self):\n        return self.wid"

@@ -20,8 +20,8 @@ import pytest_lsp
 from pytest_lsp import ClientServerConfig, LanguageClient
 
 from cpc.remote import API_KEY_ENV
+from harness.llama_server import LlamaServer, free_port
 from tests.server.test_lsp import inline, initialize_params, open_document, textwrap_case
-from tests.support.llama_server import LlamaServer, free_port
 from tests.support.lsp_status import status, wait_for_status
 
 pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.slow]

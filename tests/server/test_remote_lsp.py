@@ -18,7 +18,7 @@ import pytest_lsp
 from lsprotocol import types
 from pytest_lsp import ClientServerConfig, LanguageClient
 
-from tests.support.llama_server import LlamaServer, free_port
+from harness.llama_server import LlamaServer, free_port
 from tests.support.lsp_status import status, wait_for_status
 from tests.server.test_lsp import (
     TEXTWRAP, apply, initialize_params, inline, open_document, textwrap_case, wait_until_loaded,

@@ -14,9 +14,9 @@ import pytest_lsp
 from lsprotocol import types
 from pytest_lsp import ClientServerConfig, LanguageClient
 
+from harness.llama_server import LlamaServer, all_running, free_port
 from tests.server.test_lsp import initialize_params, wait_until_loaded
 from tests.server.test_remote_lsp import SETTINGS, complete_width, shown
-from tests.support.llama_server import LlamaServer, all_running, free_port
 from tests.support.lsp_status import status
 
 pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.slow]

@@ -27,8 +27,8 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from cpc.bench.quality import Case, _kind
 from cpc.engine import Engine
+from harness.bench.quality import Case, _kind
 
 MIN_BODY_LINES = 2
 MAX_LINES = 40

@@ -1,4 +1,4 @@
-"""``cpc bench --workspace``: does the rest of the repository help? Completion on repository-level cases.
+"""``python -m harness.bench --workspace``: does the rest of the repository help? Completion on repository-level cases.
 
 A case is a cursor in a file of a *source directory* (a standard-library
 package such as ``email/``, or a ``lib/`` of an npm package), strictly
@@ -9,7 +9,7 @@ inside an identifier. Two categories, half the cases each:
   cursor sits 2 characters into it. Only the rest of the repository can
   tell the model this name: this is where workspace fusion should help.
 - ``any``: any identifier, the cursor anywhere strictly inside it (the
-  distribution of `cpc.bench.quality`).
+  distribution of `harness.bench.quality`).
 
 What a case's request may know (its *workspace*): the other files of the
 directory and the cursor's file without the cursor's line (an open
@@ -26,8 +26,8 @@ prefix only:
   comment block with its path; the prefix loses its oldest lines so that
   both fit the engine's prompt window.
 
-Metrics per mode, per category and overall: `cpc.bench.quality`'s ``word_exact`` and
-``line_exact``; ``next_identifier`` (the identifier at the cursor, completed,
+Metrics per mode, per category and overall: `harness.bench.quality`'s
+``word_exact`` and ``line_exact``; ``next_identifier`` (the identifier at the cursor, completed,
 is the true one); ``identifier_exact`` (the identifiers of the completed
 line are the true line's); ``undefined_rate`` (of the names a completion
 writes in code, the share that exist nowhere in the workspace, the file, the
@@ -40,9 +40,9 @@ Source-directory sets: ``dev`` (standard-library packages a–m and npm's own
 n–z: never tune on them), or a glob of directories.
 
 This module owns the case drawing, the workspace of a case, the identifier
-metrics and the run; the source directories are `cpc.bench.corpus`'s, the
-context baseline `cpc.bench.retrieval`'s, and the cold request, the
-word/line scores and the summaries `cpc.bench.quality`'s.
+metrics and the run; the source directories are `harness.bench.corpus`'s,
+the context baseline `harness.bench.retrieval`'s, and the cold request, the
+word/line scores and the summaries `harness.bench.quality`'s.
 """
 
 from __future__ import annotations
@@ -57,12 +57,12 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from cpc.bench import quality
-from cpc.bench.corpus import Directory, Language, builtin_names, imported_names, source_dirs
-from cpc.bench.report import LATENCY_COLUMNS, grouped_bars, print_rows, pyplot, ratio
-from cpc.bench.retrieval import Chunk, best_chunk, chunks_of, with_context
 from cpc.fusion import FusionWeights, WorkspaceModel
 from cpc.generate import MODES, Options
+from harness.bench import quality
+from harness.bench.corpus import Directory, Language, builtin_names, imported_names, source_dirs
+from harness.bench.report import LATENCY_COLUMNS, grouped_bars, print_rows, pyplot, ratio
+from harness.bench.retrieval import Chunk, best_chunk, chunks_of, with_context
 
 if TYPE_CHECKING:
     from cpc.engine import Engine
@@ -79,7 +79,7 @@ CONVENTIONS = frozenset({"self", "cls"})
 CROSS_FILE_TYPED = 2
 """Characters of a ``cross_file`` name typed before the cursor."""
 MIN_NAME = 4
-"""Drawn identifiers have at least this many characters (as in `cpc.bench.quality`)."""
+"""Drawn identifiers have at least this many characters (as in `harness.bench.quality`)."""
 MAX_LINE_CHARS = 400
 """No cursor on a longer line (minified code)."""
 
@@ -102,7 +102,7 @@ class WorkspaceCase:
     line_start: str
     """The cursor line's text before the cursor."""
     prefix: str
-    """The text before the cursor (at most `cpc.bench.quality.CONTEXT_CHARS`)."""
+    """The text before the cursor (at most `harness.bench.quality.CONTEXT_CHARS`)."""
     word_rest: str
     line_rest: str
 
@@ -288,7 +288,7 @@ def score(case: WorkspaceCase, directory: Directory, text: str) -> dict:
 
 
 def summarise(outcomes: list[WorkspaceOutcome]) -> dict:
-    """`cpc.quality.summarise` with the identifier rates, plus the undefined-name rate over all names produced."""
+    """`harness.bench.quality.summarise` with the identifier rates, plus the undefined-name rate over all names produced."""
     row = quality.summarise(outcomes, rates=RATES)
     if outcomes:
         names = sum(o.names for o in outcomes)
@@ -395,7 +395,7 @@ def run(
     weights: FusionWeights | None = None,
     progress: Callable[[str, float], None] | None = None,
 ) -> dict:
-    """The whole benchmark: the ``--json`` object of ``cpc bench --workspace``."""
+    """The whole benchmark: the ``--json`` object of ``python -m harness.bench --workspace``."""
     report = progress or (lambda message, fraction: None)
     for mode in modes:
         parse_mode(mode)

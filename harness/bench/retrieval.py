@@ -1,11 +1,11 @@
 """The peers' way to bring the workspace in: retrieve the most similar window of another file and paste it before the prompt.
 
 What Continue, llama.vim and Tabby do, as a baseline for fusion
-(``cpc bench --workspace``'s ``+context`` modes): the files are cut into
-`WINDOW_LINES`-line windows, the window whose identifiers are most like
-(Jaccard) those of the last `QUERY_LINES` lines before the cursor is pasted
-as a comment block with its path, and the prefix loses its oldest lines so
-that both fit the prompt window.
+(``python -m harness.bench --workspace``'s ``+context`` modes): the files
+are cut into `WINDOW_LINES`-line windows, the window whose identifiers are
+most like (Jaccard) those of the last `QUERY_LINES` lines before the
+cursor is pasted as a comment block with its path, and the prefix loses its
+oldest lines so that both fit the prompt window.
 
     >>> jaccard(frozenset("ab"), frozenset("bc"))
     0.3333333333333333
@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from cpc.bench.corpus import Language
+from harness.bench.corpus import Language
 
 WINDOW_LINES = 30
 WINDOW_STRIDE = 15

@@ -1,4 +1,4 @@
-"""``cpc bench``: does the cursor position still matter? Completion quality on real code.
+"""``python -m harness.bench``: does the cursor position still matter? Completion quality on real code.
 
 Cursor positions are drawn from real source files (by default the Python
 standard library of the running interpreter: code nobody here wrote),
@@ -18,10 +18,10 @@ whole prompt window) or ``short`` (whole lines, at most `SHORT_PROMPT_TOKENS`
 of the model's tokens: a small file, where a shared prefill cannot hide
 the extra model calls), on the same cursors.
 
-With fusion weights (``cpc bench --fusion``, the server's default), every
-mode fuses the case's own file into its token choices, as the server fuses
-an open document (`cpc.fusion`): the file up to the cursor's line, so that
-nothing at or after the cursor is known. The time to make the fusion object
+With fusion weights (``python -m harness.bench --fusion``, the server's
+default), every mode fuses the case's own file into its token choices, as
+the server fuses an open document (`cpc.fusion`): the file up to the
+cursor's line, so that nothing at or after the cursor is known. The time to make the fusion object
 counts in the request's latency.
 """
 
@@ -36,13 +36,13 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
-from cpc.bench.corpus import expand
-from cpc.bench.report import LATENCY_COLUMNS, grouped_bars, print_rows, pyplot, ratio
 from cpc.draft import DraftParameters
 from cpc.engine import Engine
 from cpc.fusion import Fusion, FusionWeights, WorkspaceModel
 from cpc.generate import Generation, Options, generate
 from cpc.tokenizer import Tokenizer
+from harness.bench.corpus import expand
+from harness.bench.report import LATENCY_COLUMNS, grouped_bars, print_rows, pyplot, ratio
 
 KINDS = ("boundary", "inside")
 IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{3,}")
@@ -241,7 +241,7 @@ def run(
     fusion: FusionWeights | None = None,
     drafts: DraftParameters = DraftParameters(),
 ) -> dict:
-    """The whole benchmark: the ``--json`` object of ``cpc bench``; with ``fusion``, every mode fused."""
+    """The whole benchmark: the ``--json`` object of ``python -m harness.bench``; with ``fusion``, every mode fused."""
     if prompt not in PROMPTS:
         raise ValueError(f"unknown prompt length {prompt!r}: choose one of {', '.join(PROMPTS)}")
     report = progress or (lambda message, fraction: None)

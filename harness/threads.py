@@ -1,4 +1,5 @@
-"""The model's thread count in the tests that compare numbers across batches (and in the engine fixtures).
+"""The model's thread count in the tests that compare numbers across batches (and in the engine fixtures and
+the llama-servers the tests start).
 
 ``CPC_TEST_THREADS=1`` (or 2, 4) runs them with that many threads, to show
 that their tolerances hold whatever the kernels' split of the work; unset,

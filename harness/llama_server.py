@@ -23,7 +23,7 @@ from pathlib import Path
 
 from cpc.gguf import cpu_has_amx
 from cpc.models import resolve_model
-from tests.support.threads import MODEL_THREADS
+from harness.threads import MODEL_THREADS
 
 BINARY = Path(sys.executable).with_name("llama-server")
 
