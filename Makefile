@@ -14,7 +14,7 @@ NPM_LIB := $(shell npm root -g 2>/dev/null)/npm/**/lib/**/*.js
 CODE_SERVER := tools/code-server
 CODE_SERVER_STAMP := $(CODE_SERVER)/node_modules/.installed
 
-.PHONY: install demo test fuzz bench bench-remote soak vscode code-server screenshots clean llama-server
+.PHONY: install demo test fuzz bench bench-remote soak vscode code-server screenshots clean llama-server settings
 
 $(STAMP): pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
@@ -48,6 +48,11 @@ $(LLAMA_SERVER): | $(STAMP)
 	rm -rf $(LLAMA_SERVER_BUILD)
 
 llama-server: $(LLAMA_SERVER)
+
+# The editors' copies of the settings schema (lsp_server/schema.py) and the docs' settings tables, generated
+# again after a setting changes (tests/codebase/test_settings_schema.py fails until they are).
+settings: $(STAMP)
+	$(BIN)/python tools/settings_schema.py --write
 
 # The real server, headless, on the default model: naive and CPC suggestions side by side.
 demo: $(STAMP)

@@ -88,7 +88,7 @@ from cpc.index import PrefixIndex
 from cpc.lm import Cancelled, LanguageModel, LMStats, State, best_allowed, document_start
 from cpc.models import ModelError
 from cpc.serving import (
-    LLAMA_SERVER, OPENAI, AnswerError, LlamaServerAPI, OpenAICompletionsAPI, TokenTexts, TopK, logprobs_cap,
+    KINDS, LLAMA_SERVER, OPENAI, AnswerError, LlamaServerAPI, OpenAICompletionsAPI, TokenTexts, TopK, logprobs_cap,
 )
 from cpc.tokenizer import LlamaTokenizer
 
@@ -272,8 +272,8 @@ class RemoteLM(LanguageModel):
         if problem is not None:
             raise ModelError(problem)
         parts = urlsplit(url)
-        if options.api not in ("auto", LLAMA_SERVER, OPENAI):
-            raise ModelError(f"remoteApi {options.api!r} is not one of auto, {LLAMA_SERVER}, {OPENAI}")
+        if options.api not in KINDS:
+            raise ModelError(f"remoteApi {options.api!r} is not one of {', '.join(KINDS)}")
         self.url = url.rstrip("/")
         self._https = parts.scheme == "https"
         self._host = parts.hostname

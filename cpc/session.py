@@ -74,14 +74,41 @@ key: the server is out of reach, not the request wrong (``except MODEL_SERVER_ER
 
 @dataclass(frozen=True)
 class EngineSettings:
-    """What loading the engine depends on: change one and the model is loaded again."""
+    """What loading the engine depends on: change one that the model in use depends on (`loads_same_as`) and
+    the model is loaded again."""
 
     model: str = "default"
     gpu_layers: int = 0
+    """A model in this process only."""
     threads: int = 0
+    """A model in this process only."""
     context_size: int = DEFAULT_CONTEXT_SIZE
     remote: RemoteOptions = RemoteOptions()
-    """How to talk to the server, when ``model`` is one's address."""
+    """How to talk to the server, when ``model`` is one's address (a model in this process ignores it)."""
+
+    def loads_same_as(self, other: EngineSettings) -> bool:
+        """Whether an engine loaded with ``other`` is the one these settings load: a model in this process does
+        not depend on the remote options, nor a model server's connection on the GPU layers or the threads.
+
+        >>> local = EngineSettings("smollm2")
+        >>> local.loads_same_as(replace(local, remote=RemoteOptions(top_k=64))), local.loads_same_as(replace(local, threads=2))
+        (True, False)
+        >>> served = EngineSettings("http://gpu:8080")
+        >>> served.loads_same_as(replace(served, threads=2)), served.loads_same_as(replace(served, remote=RemoteOptions(top_k=64)))
+        (True, False)
+        """
+        return self._what_loads() == other._what_loads()
+
+    def _what_loads(self) -> EngineSettings:
+        """These settings with those the model does not depend on at their defaults."""
+        if is_remote(self.model):
+            return replace(self, gpu_layers=0, threads=0)
+        return replace(self, remote=_IN_PROCESS)
+
+
+_IN_PROCESS = RemoteOptions()
+"""The remote options of every model in this process: it has none (one object, so that the key read from the
+environment when `RemoteOptions` is made cannot tell two apart)."""
 
 
 @dataclass(frozen=True)
@@ -211,8 +238,10 @@ class CompletionSession:
         workspace files are read again by `index_workspace`). Raises
         `cpc.models.ModelError` for a missing or corrupt model, or a context
         too large to allocate; the engine loaded before stays in service.
+        Settings the loaded model does not depend on (`EngineSettings.loads_same_as`) load nothing.
         """
-        if settings == self.settings and self.engine is not None:
+        if self.engine is not None and settings.loads_same_as(self.settings):
+            self.settings = settings
             return
         engine = Engine.load(
             settings.model, gpu_layers=settings.gpu_layers, threads=settings.threads or None,

@@ -82,7 +82,7 @@ class CPCServer(CheckedLanguageServer):
         for problem in problems:
             self.show(types.MessageType.Warning, f"cpc-lsp setting ignored: {problem}")
         logs.log_documents(settings.log_documents)
-        reload = settings.engine != self.settings.engine
+        reload = not settings.engine.loads_same_as(self.settings.engine)
         recount = settings.workspace_max_file_bytes != self.settings.workspace_max_file_bytes
         self.settings = settings
         if recount:

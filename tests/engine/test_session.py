@@ -9,7 +9,8 @@ from dataclasses import replace
 import pytest
 
 from cpc.generate import Options, generate
-from cpc.session import CompletionSession, EngineSettings
+from cpc.session import CompletionSession, EngineSettings, RemoteOptions
+from harness.llama_server import LlamaServer
 from harness.threads import MODEL_THREADS
 
 URI = "file:///session/shapes.py"
@@ -91,3 +92,30 @@ def test_every_caller_reads_the_window_the_engine_cuts_and_the_cache_keeps_windo
     assert answer.completions and answer.completions == [completion.text for completion in direct.completions]
     kept = session.cache._shown[URI][window.prefix]
     assert kept.window == window, "the cache keeps the window the engine read"
+
+
+def test_a_remote_setting_does_not_reload_a_model_in_this_process():
+    """Only what the model in use depends on loads it again (`EngineSettings.loads_same_as`): the remote options
+    leave a local model loaded, the threads do not."""
+    local = CompletionSession()
+    settings = EngineSettings("smollm2", threads=MODEL_THREADS)
+    local.load(settings)
+    engine = local.engine
+    for remote in (RemoteOptions(top_k=64), RemoteOptions(api="openai", timeout_s=1.0, vocab="smollm2")):
+        local.load(replace(settings, remote=remote))
+        assert local.engine is engine, f"{remote} reloaded the local model"
+    local.load(replace(settings, threads=MODEL_THREADS + 1))
+    assert local.engine is not engine, "a change of threads left the model loaded with the old ones"
+
+
+def test_a_local_setting_does_not_reconnect_to_a_model_server():
+    """A model server's connection does not depend on the GPU layers or the threads; its remote options it does."""
+    with LlamaServer("smollm2") as server:
+        served = CompletionSession()
+        settings = EngineSettings(server.url, remote=RemoteOptions(vocab="smollm2"))
+        served.load(settings)
+        engine = served.engine
+        served.load(replace(settings, threads=3, gpu_layers=-1))
+        assert served.engine is engine, "a change of threads or GPU layers reconnected to the model server"
+        served.load(replace(settings, remote=RemoteOptions(vocab="smollm2", top_k=64)))
+        assert served.engine is not engine and served.engine.lm.options.top_k == 64

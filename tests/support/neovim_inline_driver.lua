@@ -234,7 +234,8 @@ local function main()
     or { promptBudgetMs = 0, wordBudgetMs = 0 }
   cpc.setup(vim.tbl_extend('force', { cmd = cmd }, settings))
   local rtp_config = dofile(rtp .. '/lsp/cpc.lua')
-  result.defaults_match = vim.deep_equal(rtp_config.init_options, cpc.defaults)
+  result.lsp_file_has_init_options = rtp_config.init_options ~= nil
+  result.settings_given = settings
   result.tab_mapping = vim.fn.maparg('<Tab>', 'i', false, true).desc
   result.resolved_cmd = vim.lsp.config.cpc and vim.lsp.config.cpc.cmd
   step('setup done; cmd = ' .. table.concat(cmd, ' '))

@@ -6,30 +6,18 @@
 -- See editors/neovim/README.md for every option.
 local M = {}
 
---- The server's settings, sent as `initializationOptions` and, on
---- M.update(), as workspace/didChangeConfiguration { settings = { cpc = ... } }.
---- Keep equal to `options` in lsp/cpc.lua.
-M.defaults = {
-  model = 'default', -- 'default' (Gemma 3 270M), 'smollm2', a path to a GGUF file, 'http://HOST:PORT' (a model server), or several replicas' addresses separated by spaces
-  remoteVocab = 'default', -- with a server as model: a local GGUF of the served model (vocabulary only)
-  remoteTopK = 512, -- with a server: next tokens asked per state
-  remoteTimeoutMs = 10000, -- with a server: how long one request may take
-  remoteApi = 'auto', -- with a server: 'llama-server' | 'openai' (vLLM, SGLang) | 'auto'
-  remoteCaFile = '', -- with an https:// server: a PEM file of the CA that signed its certificate (besides the system's)
-  gpuLayers = 0, -- layers offloaded to the GPU (0: CPU only)
-  threads = 0, -- CPU threads for the model (0: the server decides)
-  mode = 'cpc', -- 'cpc' | 'heal' | 'naive'
-  multiline = false, -- allow suggestions spanning several lines
-  maxTokens = 48, -- most tokens generated per suggestion
-  items = 1, -- suggestions per request (cycle with vim.lsp.inline_completion.select())
-  debounceMs = 30, -- server-side debounce, on top of Neovim's own 200 ms
-  promptBudgetMs = 200, -- far into a long file not read yet, the text near the cursor first, then the whole window (0: off)
-  wordBudgetMs = 100, -- after this long, show the first word at once; the ghost text grows to the line (0: off)
-  warmCache = true, -- while idle, read the text at the last edit into the model's cache, and prepare the next line
-  fusion = true, -- workspace fusion: the open buffers and the project's files score each token
-  fusionWeight = 1, -- scales both fusion weights (0: fusion changes nothing)
-  workspaceIndexing = true, -- read the workspace folder's files (git's ignores respected) for fusion
-}
+--- The server's settings: each one's type, default and range (lua/cpc/settings.lua,
+--- generated from the server's schema, lsp_server/schema.py).
+local schema = require('cpc.settings')
+
+--- The server's defaults, for reference: only the settings the user gives are
+--- sent (as `initializationOptions` and, on M.update(), as
+--- workspace/didChangeConfiguration { settings = { cpc = ... } }); the server
+--- applies its defaults to the rest.
+M.defaults = {}
+for key, setting in pairs(schema) do
+  M.defaults[key] = setting.default
+end
 
 --- Options of setup() that are about Neovim, not the server.
 M.editor_defaults = {
@@ -47,45 +35,21 @@ M.editor_defaults = {
   config = {}, -- extra vim.lsp.Config fields (capabilities, on_attach, ...)
 }
 
-local types = {
-  model = 'string',
-  remoteVocab = 'string',
-  remoteTopK = 'number',
-  remoteTimeoutMs = 'number',
-  remoteApi = 'string',
-  remoteCaFile = 'string',
-  gpuLayers = 'number',
-  threads = 'number',
-  contextSize = 'number',
-  mode = 'string',
-  multiline = 'boolean',
-  maxTokens = 'number',
-  items = 'number',
-  debounceMs = 'number',
-  promptBudgetMs = 'number',
-  wordBudgetMs = 'number',
-  warmCache = 'boolean',
-  fusion = 'boolean',
-  fusionWeight = 'number',
-  workspaceIndexing = 'boolean',
-  workspaceMaxBytes = 'number',
-  workspaceMaxFileBytes = 'number',
-  workspaceMaxFiles = 'number',
-  logDocuments = 'boolean',
-}
-local modes = { cpc = true, heal = true, naive = true }
-
---- The settings in force (after setup()/update()).
-M.settings = vim.deepcopy(M.defaults)
+--- The settings the user gave (after setup()/update()): what the server is sent.
+M.settings = {}
 
 local function check_settings(settings)
   for key, value in pairs(settings) do
-    if not types[key] then
+    local setting = schema[key]
+    if not setting then
       error(('cpc: unknown setting %q'):format(key), 3)
     end
-    vim.validate(key, value, types[key])
-    if key == 'mode' and not modes[value] then
-      error(('cpc: mode must be "cpc", "heal" or "naive", not %q'):format(value), 3)
+    vim.validate(key, value, setting.type)
+    if setting.enum and not vim.tbl_contains(setting.enum, value) then
+      error(('cpc: %s must be one of %s, not %q'):format(key, table.concat(setting.enum, ', '), value), 3)
+    end
+    if setting.minimum and value < setting.minimum then
+      error(('cpc: %s must be at least %s, not %s'):format(key, setting.minimum, value), 3)
     end
   end
 end
@@ -325,9 +289,10 @@ local function parse_assignments(fargs)
       error(('cpc: expected key=value, got %q'):format(word), 0)
     end
     local value
-    if types[key] == 'boolean' then
+    local type_ = schema[key] and schema[key].type
+    if type_ == 'boolean' then
       value = raw == 'true' or raw == '1' or raw == 'on'
-    elseif types[key] == 'number' then
+    elseif type_ == 'number' then
       value = tonumber(raw)
       if value == nil then
         error(('cpc: %s must be a number, not %q'):format(key, raw), 0)
@@ -354,7 +319,7 @@ function M.create_commands()
     nargs = '+',
     desc = 'cpc: change settings of the running server, e.g. :CpcSet mode=heal maxTokens=32',
     complete = function()
-      local keys = vim.tbl_keys(types)
+      local keys = vim.tbl_keys(schema)
       table.sort(keys)
       return vim.tbl_map(function(k)
         return k .. '='
@@ -365,7 +330,8 @@ end
 
 --- Configure, enable and map cpc-lsp's inline completions.
 ---
---- Takes the server settings (M.defaults' keys) and the editor options
+--- Takes the server settings (M.defaults' keys: only those given are sent, the
+--- server's defaults apply to the rest) and the editor options
 --- (M.editor_defaults' keys) in one flat table.
 ---@param opts? table
 function M.setup(opts)
@@ -374,10 +340,10 @@ function M.setup(opts)
     error('cpc: needs Neovim >= 0.12 (vim.lsp.config, vim.lsp.enable, vim.lsp.inline_completion)')
   end
 
-  local settings = vim.deepcopy(M.defaults)
+  local settings = {}
   local editor = vim.deepcopy(M.editor_defaults)
   for key, value in pairs(opts) do
-    if types[key] then
+    if schema[key] then
       settings[key] = value
     elseif key == 'keymaps' and type(value) == 'table' then
       -- merged over the default keymaps; set one to false to leave that key alone
@@ -434,7 +400,7 @@ function M.setup(opts)
 end
 
 --- Change settings of running cpc clients (workspace/didChangeConfiguration,
---- with every setting: the client's current ones with `settings` over them)
+--- with every setting the user gave: the client's current ones with `settings` over them)
 --- and of clients started later (merged into vim.lsp.config('cpc').init_options).
 ---@param settings table subset of M.defaults' keys
 function M.update(settings)
@@ -442,7 +408,7 @@ function M.update(settings)
   M.settings = vim.tbl_extend('force', M.settings, settings)
   vim.lsp.config('cpc', { init_options = vim.deepcopy(settings) })
   for _, client in ipairs(vim.lsp.get_clients({ name = 'cpc' })) do
-    local current = (client.settings or {}).cpc or client.config.init_options or M.defaults
+    local current = (client.settings or {}).cpc or client.config.init_options or {}
     local merged = vim.tbl_extend('force', vim.deepcopy(current), settings)
     client.settings = vim.tbl_extend('force', client.settings or {}, { cpc = merged })
     client:notify('workspace/didChangeConfiguration', { settings = { cpc = vim.deepcopy(merged) } })

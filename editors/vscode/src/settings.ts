@@ -12,41 +12,11 @@ export const CONFIG_SECTION = 'cpc';
 /** Output channel name, and the client's display name. */
 export const CHANNEL_NAME = 'CPC';
 
-/** Conditioning modes the server understands. */
-export const MODES = ['cpc', 'heal', 'naive'] as const;
-export type Mode = (typeof MODES)[number];
+// The server's settings (their types, defaults, ranges and the order they are sent in) are generated from
+// the server's schema, lsp_server/schema.py, into schema.ts.
+import { INITIALIZATION_KEYS, InitializationOptions, SCHEMA, SERVER_DEFAULTS } from './schema';
 
-/** The serving APIs a model server may speak (`cpc.remoteApi`). */
-export const REMOTE_APIS = ['auto', 'llama-server', 'openai'] as const;
-export type RemoteApi = (typeof REMOTE_APIS)[number];
-
-/** The settings sent to the server in `initialize` (camelCase, exactly these keys). */
-export interface InitializationOptions {
-    model: string;
-    gpuLayers: number;
-    threads: number;
-    contextSize: number;
-    remoteVocab: string;
-    remoteTopK: number;
-    remoteTimeoutMs: number;
-    remoteApi: RemoteApi;
-    remoteCaFile: string;
-    mode: Mode;
-    multiline: boolean;
-    maxTokens: number;
-    items: number;
-    debounceMs: number;
-    promptBudgetMs: number;
-    wordBudgetMs: number;
-    warmCache: boolean;
-    logDocuments: boolean;
-    fusion: boolean;
-    fusionWeight: number;
-    workspaceIndexing: boolean;
-    workspaceMaxBytes: number;
-    workspaceMaxFileBytes: number;
-    workspaceMaxFiles: number;
-}
+export { INITIALIZATION_KEYS, InitializationOptions, MODES, Mode, REMOTE_APIS, RemoteApi } from './schema';
 
 /** Every setting of the extension, validated. */
 export interface CpcSettings extends InitializationOptions {
@@ -55,61 +25,10 @@ export interface CpcSettings extends InitializationOptions {
 }
 
 export const DEFAULTS: Readonly<CpcSettings> = Object.freeze({
-    model: 'default',
-    gpuLayers: 0,
-    threads: 0,
-    contextSize: 1536,
-    remoteVocab: 'default',
-    remoteTopK: 512,
-    remoteTimeoutMs: 10000,
-    remoteApi: 'auto',
-    remoteCaFile: '',
-    mode: 'cpc',
-    multiline: false,
-    maxTokens: 48,
-    items: 1,
-    debounceMs: 30,
-    promptBudgetMs: 200,
-    wordBudgetMs: 100,
-    warmCache: true,
-    logDocuments: false,
-    fusion: true,
-    fusionWeight: 1.0,
-    workspaceIndexing: true,
-    workspaceMaxBytes: 20_000_000,
-    workspaceMaxFileBytes: 512_000,
-    workspaceMaxFiles: 5000,
+    ...SERVER_DEFAULTS,
     serverPath: 'cpc-lsp',
     serverArgs: Object.freeze([]) as unknown as string[],
 });
-
-/** The keys of initializationOptions, in the order they are sent. */
-export const INITIALIZATION_KEYS: readonly (keyof InitializationOptions)[] = [
-    'model',
-    'gpuLayers',
-    'threads',
-    'contextSize',
-    'remoteVocab',
-    'remoteTopK',
-    'remoteTimeoutMs',
-    'remoteApi',
-    'remoteCaFile',
-    'mode',
-    'multiline',
-    'maxTokens',
-    'items',
-    'debounceMs',
-    'promptBudgetMs',
-    'wordBudgetMs',
-    'warmCache',
-    'logDocuments',
-    'fusion',
-    'fusionWeight',
-    'workspaceIndexing',
-    'workspaceMaxBytes',
-    'workspaceMaxFileBytes',
-    'workspaceMaxFiles',
-];
 
 /** Settings that shape the command line: changing one restarts the server. */
 export const RESTART_KEYS: readonly (keyof CpcSettings)[] = ['serverPath', 'serverArgs'];
@@ -227,74 +146,45 @@ export function resolveModel(model: string, ctx: PathContext = {}): string {
 }
 
 /**
- * Read and validate every setting. Missing or ill-typed values fall back to
- * the defaults; integers are truncated and clamped (items >= 1,
- * maxTokens >= 1, threads >= 0, debounceMs >= 0, promptBudgetMs >= 0, wordBudgetMs >= 0, gpuLayers >= -1,
- * contextSize >= 512, remoteTopK >= 1, remoteTimeoutMs >= 1, the workspace caps >= 0); fusionWeight is a
- * number >= 0.
+ * One server setting, validated by its schema: a value of the wrong type falls back to the default; integers
+ * are truncated, and numbers clamped to their minimum; a string outside a setting's values falls back. Every
+ * other string setting is a model name, a path or an address: `~`, `${userHome}` and `${workspaceFolder}`
+ * are expanded.
  */
+function readSetting(key: keyof InitializationOptions, value: unknown, ctx: PathContext): unknown {
+    const spec = SCHEMA[key];
+    const fallback = SERVER_DEFAULTS[key];
+    if (spec.choices !== undefined) {
+        return toChoice(value, spec.choices, fallback as string);
+    }
+    switch (spec.type) {
+        case 'integer':
+            return toInteger(value, fallback as number, spec.minimum ?? -Infinity);
+        case 'number':
+            return toNumber(value, fallback as number, spec.minimum ?? -Infinity);
+        case 'boolean':
+            return toBoolean(value, fallback as boolean);
+        default:
+            return expandPath(toNonEmptyString(value, fallback as string), ctx);
+    }
+}
+
+/** Read and validate every setting (`readSetting`); missing or ill-typed values fall back to the defaults. */
 export function readSettings(source: SettingsSource | Record<string, unknown> | undefined, ctx: PathContext = {}): CpcSettings {
     const get = isSource(source)
         ? (key: string) => source.get(key)
         : (key: string) => (source === undefined ? undefined : (source as Record<string, unknown>)[key]);
+    const server = Object.fromEntries(INITIALIZATION_KEYS.map((key) => [key, readSetting(key, get(key), ctx)]));
     return {
-        model: resolveModel(toNonEmptyString(get('model'), DEFAULTS.model), ctx),
-        gpuLayers: toInteger(get('gpuLayers'), DEFAULTS.gpuLayers, -1),
-        threads: toInteger(get('threads'), DEFAULTS.threads, 0),
-        contextSize: toInteger(get('contextSize'), DEFAULTS.contextSize, 512),
-        remoteVocab: resolveModel(toNonEmptyString(get('remoteVocab'), DEFAULTS.remoteVocab), ctx),
-        remoteTopK: toInteger(get('remoteTopK'), DEFAULTS.remoteTopK, 1),
-        remoteTimeoutMs: toInteger(get('remoteTimeoutMs'), DEFAULTS.remoteTimeoutMs, 1),
-        remoteApi: toChoice(get('remoteApi'), REMOTE_APIS, DEFAULTS.remoteApi),
-        remoteCaFile: expandPath(toNonEmptyString(get('remoteCaFile'), DEFAULTS.remoteCaFile), ctx),
-        mode: toChoice(get('mode'), MODES, DEFAULTS.mode),
-        multiline: toBoolean(get('multiline'), DEFAULTS.multiline),
-        maxTokens: toInteger(get('maxTokens'), DEFAULTS.maxTokens, 1),
-        items: toInteger(get('items'), DEFAULTS.items, 1),
-        debounceMs: toInteger(get('debounceMs'), DEFAULTS.debounceMs, 0),
-        promptBudgetMs: toInteger(get('promptBudgetMs'), DEFAULTS.promptBudgetMs, 0),
-        wordBudgetMs: toInteger(get('wordBudgetMs'), DEFAULTS.wordBudgetMs, 0),
-        warmCache: toBoolean(get('warmCache'), DEFAULTS.warmCache),
-        logDocuments: toBoolean(get('logDocuments'), DEFAULTS.logDocuments),
-        fusion: toBoolean(get('fusion'), DEFAULTS.fusion),
-        fusionWeight: toNumber(get('fusionWeight'), DEFAULTS.fusionWeight, 0),
-        workspaceIndexing: toBoolean(get('workspaceIndexing'), DEFAULTS.workspaceIndexing),
-        workspaceMaxBytes: toInteger(get('workspaceMaxBytes'), DEFAULTS.workspaceMaxBytes, 0),
-        workspaceMaxFileBytes: toInteger(get('workspaceMaxFileBytes'), DEFAULTS.workspaceMaxFileBytes, 0),
-        workspaceMaxFiles: toInteger(get('workspaceMaxFiles'), DEFAULTS.workspaceMaxFiles, 0),
+        ...(server as unknown as InitializationOptions),
         serverPath: expandPath(toNonEmptyString(get('serverPath'), DEFAULTS.serverPath), ctx),
         serverArgs: toStringArray(get('serverArgs')).map((arg) => expandPath(arg, ctx)),
     };
 }
 
-/** The `initializationOptions` of the `initialize` request. */
+/** The `initializationOptions` of the `initialize` request: every server setting, in `INITIALIZATION_KEYS`' order. */
 export function initializationOptions(settings: CpcSettings): InitializationOptions {
-    return {
-        model: settings.model,
-        gpuLayers: settings.gpuLayers,
-        threads: settings.threads,
-        contextSize: settings.contextSize,
-        remoteVocab: settings.remoteVocab,
-        remoteTopK: settings.remoteTopK,
-        remoteTimeoutMs: settings.remoteTimeoutMs,
-        remoteApi: settings.remoteApi,
-        remoteCaFile: settings.remoteCaFile,
-        mode: settings.mode,
-        multiline: settings.multiline,
-        maxTokens: settings.maxTokens,
-        items: settings.items,
-        debounceMs: settings.debounceMs,
-        promptBudgetMs: settings.promptBudgetMs,
-        wordBudgetMs: settings.wordBudgetMs,
-        warmCache: settings.warmCache,
-        logDocuments: settings.logDocuments,
-        fusion: settings.fusion,
-        fusionWeight: settings.fusionWeight,
-        workspaceIndexing: settings.workspaceIndexing,
-        workspaceMaxBytes: settings.workspaceMaxBytes,
-        workspaceMaxFileBytes: settings.workspaceMaxFileBytes,
-        workspaceMaxFiles: settings.workspaceMaxFiles,
-    };
+    return Object.fromEntries(INITIALIZATION_KEYS.map((key) => [key, settings[key]])) as unknown as InitializationOptions;
 }
 
 /** The server process, in the shape of vscode-languageclient's `Executable` (transport: stdio). */
