@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from cpc.candidates import Analysis, CandidateFinder
 from cpc.draft import DraftParameters
 from cpc.generate import MODES
-from cpc.models import ModelError, stderr_progress
+from cpc.model_files import ModelError, stderr_progress
 from cpc.tokenizer import LlamaTokenizer, TiktokenTokenizer, Tokenizer
 
 _SHOWN_TOKENS = 10
