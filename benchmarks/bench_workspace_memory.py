@@ -22,7 +22,7 @@ from pathlib import Path
 
 from cpc.fusion import WorkspaceModel
 from cpc.gguf import GGUFModel
-from cpc.models import stderr_progress
+from cpc.model_files import stderr_progress
 from cpc.tokenizer import LlamaTokenizer
 from cpc.workspace import WorkspaceLimits, workspace_files
 

@@ -6,9 +6,9 @@ llama.cpp (as vendored in llama-cpp-python 0.3.36) lets a sampler add ggml
 ops to the model's graph (`llama_sampler_i.backend_apply`), run where the
 logits are, and return a few values per output (`llama_get_sampled_*_ith`).
 This probe attaches such a sampler, a chain of one, to every sequence of a
-`cpc.lm.LlamaLM` and builds, per variant, what a state needs:
+`cpc.llama.LlamaLM` and builds, per variant, what a state needs:
 
-- ``greedy``: the normaliser of a greedy step, the ops `cpc.lm.LlamaLM`
+- ``greedy``: the normaliser of a greedy step, the ops `cpc.llama.LlamaLM`
   runs for a model on a GPU (`cpc.backend_sampling`); the host takes the
   argmax and the log-probability from it (against `cpc.lm.greedy_choice`);
 - ``snapshot``: the probabilities in the prefix index's order, renormalised
@@ -48,8 +48,9 @@ import numpy as np  # noqa: E402
 from cpc.backend_sampling import GGML, I64, TENSOR, attach, detach  # noqa: E402
 from cpc.beam import Snapshot  # noqa: E402
 from cpc.engine import Engine  # noqa: E402
-from cpc.lm import LlamaLM, greedy_choice, log_normaliser  # noqa: E402
-from cpc.models import stderr_progress  # noqa: E402
+from cpc.llama import LlamaLM  # noqa: E402
+from cpc.lm import greedy_choice, log_normaliser  # noqa: E402
+from cpc.model_files import stderr_progress  # noqa: E402
 
 VARIANTS = ("greedy", "snapshot", "top-k")
 TOP_K = 64

@@ -18,7 +18,7 @@ with every thread count asked, and reports the largest difference in
 probability over the vocabulary, the largest difference in log-probability
 over the tokens with probability above 1e-4, how far the gap between the
 two likeliest tokens' log-probabilities moved (what can flip a greedy
-choice), and how often the likeliest token changed. ``tests/engine/test_lm.py`` and ``tests/engine/test_remote.py``
+choice), and how often the likeliest token changed. ``tests/engine/test_llama.py`` and ``tests/engine/test_remote.py``
 cite its figures next to their tolerances.
 """
 
@@ -35,7 +35,7 @@ import cpc  # noqa: E402,F401  (llama.cpp's libraries before numpy)
 import numpy as np  # noqa: E402
 
 from cpc.engine import Engine  # noqa: E402
-from cpc.lm import LlamaLM  # noqa: E402
+from cpc.llama import LlamaLM  # noqa: E402
 
 SOURCE = (
     b'import os\nimport sys\n\n\ndef main(argv):\n    """List the files of a folder."""\n'

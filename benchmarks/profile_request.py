@@ -36,16 +36,16 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from cpc import beam, candidates, lm, tokenizer  # noqa: E402
+from cpc import beam, candidates, llama, lm, tokenizer  # noqa: E402
 from cpc.engine import Engine  # noqa: E402
 from cpc.generate import Options  # noqa: E402
-from cpc.models import stderr_progress  # noqa: E402
+from cpc.model_files import stderr_progress  # noqa: E402
 from harness.bench import quality  # noqa: E402
 from harness.bench.corpus import expand  # noqa: E402
 from harness.bench.report import pyplot, ratio  # noqa: E402
 
 STAGES = {
-    "decode": (lm.LlamaLM, "_decode"),
+    "decode": (llama.LlamaLM, "_decode"),
     "log-softmax": (lm, "log_softmax"),
     "greedy": (lm, "greedy_choice"),
     "snapshot": (beam.Snapshot, "__init__"),

@@ -14,7 +14,7 @@ whole rows read them as before (`llama_get_sampled_logits_ith`). With every outp
 copies no raw logits (`needs_raw_logits`), so nothing is copied twice.
 
 On a CPU the ops share the decode's threads and cost more than numpy's
-pass (`benchmarks/probe_backend_sampling.py`), so `cpc.lm.LlamaLM` uses
+pass (`benchmarks/probe_backend_sampling.py`), so `cpc.llama.LlamaLM` uses
 this only for a model whose layers are on a GPU (docs/gpu.md).
 
     >>> GGML().argmax is not None

@@ -25,7 +25,7 @@ from collections.abc import Sequence
 
 from cpc.candidates import Analysis, CandidateFinder
 from cpc.generate import MODES
-from cpc.models import ModelError, stderr_progress
+from cpc.model_files import ModelError, stderr_progress
 from cpc.tokenizer import load_tokenizer
 
 _SHOWN_TOKENS = 10

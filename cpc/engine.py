@@ -28,8 +28,9 @@ from cpc.conditioning import Conditioner
 from cpc.draft import DraftPolicy
 from cpc.gguf import GGUFModel
 from cpc.index import PrefixIndex
-from cpc.lm import DEFAULT_CONTEXT_SIZE, INITIAL_PREFILL_RATE, LanguageModel, LlamaLM
-from cpc.models import Progress
+from cpc.llama import LlamaLM
+from cpc.lm import DEFAULT_CONTEXT_SIZE, INITIAL_PREFILL_RATE, LanguageModel
+from cpc.model_files import Progress
 from cpc.remote import RemoteLM, RemoteOptions, is_remote
 from cpc.replicas import ReplicatedLM, remote_lm
 from cpc.tokenizer import LlamaTokenizer
@@ -160,7 +161,7 @@ class Engine:
         """Load a model (name, path or server address) and build everything that depends on it.
 
         ``progress`` hears about each step (model file, weights, vocabulary,
-        index); a missing or corrupt file raises `cpc.models.ModelError`. A
+        index); a missing or corrupt file raises `cpc.model_files.ModelError`. A
         server is checked at once when it answers (`cpc.remote.RemoteMismatch`
         when it serves another model); one that does not answer yet is
         tried again at the first request.

@@ -2,7 +2,7 @@
 
 This module owns the llama.cpp handles and their lifetime: loading (the
 vocabulary alone, or with weights), rendering tokens to bytes, tokenizing.
-The batched, stateful evaluation of the model lives in `cpc.lm`.
+The batched, stateful evaluation of the model lives in `cpc.llama`.
 
     >>> model = GGUFModel.open("smollm2", vocab_only=True)
     >>> model.tokenize(b"def main():")
@@ -27,7 +27,7 @@ from pathlib import Path
 import llama_cpp
 import numpy as np
 
-from cpc.models import ModelError, Progress, resolve_model
+from cpc.model_files import ModelError, Progress, resolve_model
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +41,7 @@ _GGML_LOG_LEVEL_ERROR = 4
 _KV_BYTES_PER_VALUE = 2  # llama.cpp's default KV cache type is f16
 _seen = threading.local()
 _STOPPED = re.compile(rb"(failed with error 1|compute status: 1|failed to decode, ret = 2)\s*$")
-"""What llama.cpp logs as errors for a decode that `cpc.lm.LanguageModel.stop_now` broke into
+"""What llama.cpp logs as errors for a decode that `cpc.llama.LlamaLM.stop_now` broke into
 (GGML_STATUS_ABORTED is 1, llama_decode's aborted is 2): no failure."""
 
 
@@ -289,6 +289,20 @@ class GGUFModel:
             llama_cpp.llama_vocab_fim_mid(vocab),
         )
         return None if min(tokens) < 0 else tokens
+
+    def document_start(self) -> int:
+        """The token a document starts after: BOS, or end-of-text for models that add none.
+
+        GPT-2-style models (SmolLM2) separate training documents with
+        ``<|endoftext|>`` rather than starting them with BOS.
+        """
+        vocab = self.vocab_handle
+        if llama_cpp.llama_vocab_get_add_bos(vocab):
+            return llama_cpp.llama_vocab_bos(vocab)
+        for token in (llama_cpp.llama_vocab_eot(vocab), llama_cpp.llama_vocab_eos(vocab)):
+            if token >= 0:
+                return token
+        return llama_cpp.llama_vocab_bos(vocab)
 
     def end_of_generation_ids(self, special: np.ndarray) -> list[int]:
         """Tokens that end generation (EOS, EOT, ...); they are among the ``special`` ones."""

@@ -85,10 +85,11 @@ from urllib.parse import urlsplit
 import numpy as np
 
 from cpc.index import PrefixIndex
-from cpc.lm import Cancelled, LanguageModel, LMStats, State, best_allowed, document_start
-from cpc.models import ModelError
+from cpc.lm import Cancelled, LanguageModel, LMStats, State, best_allowed
+from cpc.model_files import ModelError
 from cpc.serving import (
-    KINDS, LLAMA_SERVER, OPENAI, AnswerError, LlamaServerAPI, OpenAICompletionsAPI, TokenTexts, TopK, logprobs_cap,
+    LLAMA_SERVER, OPENAI, REMOTE_APIS, AnswerError, LlamaServerAPI, OpenAICompletionsAPI, TokenTexts, TopK,
+    logprobs_cap,
 )
 from cpc.tokenizer import LlamaTokenizer
 
@@ -188,7 +189,7 @@ class RemoteOptions:
     slot: int | None = None
     """A llama-server slot (``id_slot``) every request of this client goes to; None lets the server choose each call's."""
     api: str = "auto"
-    """The serving API (`cpc.serving.KINDS`): ``llama-server`` (``/completion``), ``openai``
+    """The serving API (`cpc.serving.REMOTE_APIS`): ``llama-server`` (``/completion``), ``openai``
     (``/v1/completions``: vLLM, SGLang), or ``auto`` (llama-server when ``/props`` answers)."""
     ca_file: str | None = None
     """A PEM file of certificate authorities that ``https://`` servers may be signed by, besides the system's."""
@@ -272,8 +273,8 @@ class RemoteLM(LanguageModel):
         if problem is not None:
             raise ModelError(problem)
         parts = urlsplit(url)
-        if options.api not in KINDS:
-            raise ModelError(f"remoteApi {options.api!r} is not one of {', '.join(KINDS)}")
+        if options.api not in REMOTE_APIS:
+            raise ModelError(f"remoteApi {options.api!r} is not one of {', '.join(REMOTE_APIS)}")
         self.url = url.rstrip("/")
         self._https = parts.scheme == "https"
         self._host = parts.hostname
@@ -285,7 +286,7 @@ class RemoteLM(LanguageModel):
         self.n_ctx = n_ctx
         self.options = options
         self.n_vocab = len(self.vocab)
-        self.bos = (document_start(tokenizer.model.vocab_handle),)
+        self.bos = (tokenizer.model.document_start(),)
         self.stats = LMStats()
         self.profile = RemoteProfile()
         """Where this client's time went (`RemoteProfile`)."""

@@ -42,7 +42,7 @@ State = tuple[int, ...]
 
 LLAMA_SERVER = "llama-server"
 OPENAI = "openai"
-KINDS = ("auto", LLAMA_SERVER, OPENAI)
+REMOTE_APIS = ("auto", LLAMA_SERVER, OPENAI)
 """``remoteApi``: detect the API (``/props`` answers: llama-server), or name it."""
 
 _TOKEN_ID = re.compile(r"token_id:(-?\d+)$")

@@ -49,9 +49,9 @@ from cpc.engine import Engine
 from cpc.fusion import FusionWeights, WorkspaceModel
 from cpc.generate import MODES, Options, generate, warm
 from cpc.lm import DEFAULT_CONTEXT_SIZE, Cancelled
-from cpc.models import ModelError, Progress
+from cpc.model_files import ModelError, Progress
 from cpc.remote import RemoteMismatch, RemoteOptions, RemoteRefused, RemoteUnavailable, address_problem, is_remote
-from cpc.serving import KINDS as REMOTE_APIS
+from cpc.serving import REMOTE_APIS
 from cpc.window import Window
 from cpc.workspace import ScanReport, WorkspaceLimits, WorkspaceProgress, workspace_files
 
@@ -236,7 +236,7 @@ class CompletionSession:
 
         A new engine gets a new workspace model, fed the open documents (its
         workspace files are read again by `index_workspace`). Raises
-        `cpc.models.ModelError` for a missing or corrupt model, or a context
+        `cpc.model_files.ModelError` for a missing or corrupt model, or a context
         too large to allocate; the engine loaded before stays in service.
         Settings the loaded model does not depend on (`EngineSettings.loads_same_as`) load nothing.
         """

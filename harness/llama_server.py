@@ -22,7 +22,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from cpc.gguf import cpu_has_amx
-from cpc.models import resolve_model
+from cpc.model_files import resolve_model
 from harness.threads import MODEL_THREADS
 
 BINARY = Path(sys.executable).with_name("llama-server")

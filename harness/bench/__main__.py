@@ -23,7 +23,7 @@ from cpc.draft import DraftParameters
 from cpc.engine import Engine
 from cpc.fusion import FusionWeights
 from cpc.generate import MODES
-from cpc.models import ModelError, stderr_progress
+from cpc.model_files import ModelError, stderr_progress
 from harness.bench import quality
 from harness.bench import workspace as bench_workspace
 

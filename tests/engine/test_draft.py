@@ -4,8 +4,8 @@ Generation with drafts must give the texts of generation without them, for
 any draft: right, wrong, partly right, past the line's end, past the token
 budget. That is checked exactly over `Memo`, a model that answers each state
 with the row of its first evaluation, so both runs see the same numbers
-whatever the batch (llama.cpp's own batch noise is `test_lm`'s business);
-`LlamaLM.check_drafts` itself is checked against lone evaluations, and for
+whatever the batch (llama.cpp's own batch noise is `test_llama`'s business);
+`cpc.llama.LlamaLM.check_drafts` itself is checked against lone evaluations, and for
 what it leaves in the KV cache.
 """
 
@@ -25,7 +25,8 @@ import cpc.generate
 from cpc.draft import Draft, DraftParameters, Lookup
 from cpc.fusion import WorkspaceModel
 from cpc.generate import Options, generate
-from cpc.lm import LanguageModel, LlamaLM, State
+from cpc.llama import LlamaLM
+from cpc.lm import LanguageModel, State
 from harness.threads import MODEL_THREADS
 from tests.support.strategies import examples
 

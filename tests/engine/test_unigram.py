@@ -10,7 +10,7 @@ import llama_cpp
 import pytest
 
 from cpc.candidates import CandidateFinder
-from cpc.models import cache_dir
+from cpc.model_files import cache_dir
 from tests.support.unigram_model import unigram_gguf
 
 

