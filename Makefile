@@ -101,8 +101,8 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/probe_batch_noise.py --json $(OUT)/probe_batch_noise.json
 	$(BIN)/python benchmarks/bench_drafts.py --cases 40 --json $(OUT)/bench_drafts.json --plot $(OUT)/bench_drafts.png
 	$(BIN)/python benchmarks/bench_lsp.py --repeat 3 --json $(OUT)/bench_lsp.json --plot $(OUT)/bench_lsp.png
-	$(BIN)/python -m harness.bench --workspace dev --cases 60 --seed 1 --modes cpc,cpc+fusion,cpc+context,naive+fusion --json $(OUT)/bench_workspace.json --plot $(OUT)/bench_workspace.png
-	$(BIN)/python benchmarks/bench_workspace_memory.py --megabytes 50 --json $(OUT)/bench_workspace_memory.json
+	$(BIN)/python -m harness.bench --cross-file dev --cases 60 --seed 1 --modes cpc,cpc+fusion,cpc+context,naive+fusion --json $(OUT)/bench_cross_file.json --plot $(OUT)/bench_cross_file.png
+	$(BIN)/python benchmarks/bench_corpus_memory.py --megabytes 50 --json $(OUT)/bench_corpus_memory.json
 
 # 1, 8 and 32 editors sharing 1, 2 and 4 llama-server replicas in the documented team configuration
 # (requests/s, p50/p95, the servers' states/s and busy slots, where a state's time goes), then 16 editors on

@@ -59,8 +59,8 @@ from cpc.generate import MODES, Options, generate, warm  # noqa: E402
 from cpc.lm import greedy_choice  # noqa: E402
 from cpc.model_files import stderr_progress  # noqa: E402
 from harness.bench import quality  # noqa: E402
-from harness.bench.corpus import expand  # noqa: E402
 from harness.bench.report import pyplot  # noqa: E402
+from harness.bench.sources import expand  # noqa: E402
 
 SOURCE = Path(__import__("argparse").__file__)
 
@@ -132,7 +132,7 @@ def lines(engine: Engine, cases: int, seed: int, modes: list[str], variants: lis
 
     rows = {mode: {variant: [] for variant in variants} for mode in modes}
     for number, case in enumerate(drawn):
-        document = quality.document_model(engine, case)
+        document = quality.document_corpus(engine, case)
         for mode in modes:
             for variant in variants:
                 drafts = VARIANTS[variant]

@@ -33,7 +33,7 @@ def main() -> None:
             text = Window.at(before + name[:typed]).prefix
             chars.append(len(text))
             started = time.perf_counter()
-            tokenizer.model.tokenize(text.encode("utf-8"))
+            tokenizer.gguf.tokenize(text.encode("utf-8"))
             whole.append((time.perf_counter() - started) * 1000)
             started = time.perf_counter()
             stable_tokens(tokenizer, text, MAX_PROMPT_TOKENS)

@@ -64,11 +64,11 @@ from benchmarks.remote_load import (  # noqa: E402
 )
 from cpc.generate import Options  # noqa: E402
 from cpc.remote import RemoteOptions  # noqa: E402
-from harness.bench.corpus import expand  # noqa: E402
 from harness.bench.quality import (  # noqa: E402
     KINDS, Case, Outcome, cold_generate, draw_cases, first_text, line_exact, shorten, summarise, word_exact,
 )
 from harness.bench.report import print_rows, pyplot  # noqa: E402
+from harness.bench.sources import expand  # noqa: E402
 from harness.llama_server import BINARY, LlamaServer  # noqa: E402
 
 FILES = "<stdlib>/[a-m]*.py"

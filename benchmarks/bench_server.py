@@ -48,8 +48,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from cpc.engine import Engine  # noqa: E402
 from cpc.generate import Options  # noqa: E402
 from cpc.session import CompletionSession, EngineSettings  # noqa: E402
-from harness.bench.corpus import expand  # noqa: E402
 from harness.bench.functions import draw_function_cases  # noqa: E402
+from harness.bench.sources import expand  # noqa: E402
 from harness.bench.quality import Case, draw_cases, line_exact, shorten, word_exact  # noqa: E402
 from harness.headless import HeadlessEditor  # noqa: E402
 from lsp_server.settings import Settings  # noqa: E402

@@ -75,7 +75,7 @@ def probe(name: str, thread_counts: list[int]) -> dict:
     states = _states(engine)
 
     def fresh(threads: int, **options) -> LlamaLM:
-        return LlamaLM(engine.model, engine.vocab, n_ctx=512, n_seq=len(states), threads=threads, **options)
+        return LlamaLM(engine.gguf, engine.vocab, n_ctx=512, n_seq=len(states), threads=threads, **options)
 
     reference = np.stack([fresh(thread_counts[0]).next_logprobs([state])[0] for state in states])
     variants = {}

@@ -41,8 +41,8 @@ from cpc.engine import Engine  # noqa: E402
 from cpc.generate import Options  # noqa: E402
 from cpc.model_files import stderr_progress  # noqa: E402
 from harness.bench import quality  # noqa: E402
-from harness.bench.corpus import expand  # noqa: E402
 from harness.bench.report import pyplot, ratio  # noqa: E402
+from harness.bench.sources import expand  # noqa: E402
 
 STAGES = {
     "decode": (llama.LlamaLM, "_decode"),

@@ -79,7 +79,7 @@ def _reconnected(engine: Engine, model: str, options: RemoteOptions) -> Engine:
     """The engine's vocabulary and stages on other servers: a phase's editor without loading it again."""
     lm = remote_lm(model, engine.tokenizer, engine.index, n_ctx=engine.lm.n_ctx, options=options)
     lm.try_connect()
-    return Engine.wire(engine.model, lm, engine.tokenizer, engine.index, engine.beam.width, engine.beam.threshold,
+    return Engine.wire(engine.gguf, lm, engine.tokenizer, engine.index, engine.beam.width, engine.beam.threshold,
                        engine.prompt_tokens)
 
 

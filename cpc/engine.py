@@ -66,7 +66,7 @@ class Score:
 class Engine:
     """The loaded model and the stages that use it."""
 
-    model: GGUFModel
+    gguf: GGUFModel
     """The GGUF file: the whole model, or only its vocabulary when the model runs on a server."""
     lm: LanguageModel
     tokenizer: LlamaTokenizer
@@ -105,7 +105,7 @@ class Engine:
                      f"the model servers at {', '.join(replica.url for replica in self.lm.replicas)}")
             return {"backend": "server", "device": url, "offloadedLayers": None, "layers": None,
                     "gpuBuild": None, "greedyInGraph": None, "text": where}
-        placement = self.model.placement.as_json()
+        placement = self.gguf.placement.as_json()
         placement["greedyInGraph"] = self.lm.backend_greedy  # `cpc.backend_sampling`
         if self.lm.backend_greedy:
             placement["text"] += "; greedy steps normalised there"
@@ -196,14 +196,14 @@ class Engine:
         return cls.wire(gguf, lm, tokenizer, index, width, threshold, prompt_tokens_for(n_ctx, prompt_tokens))
 
     @classmethod
-    def wire(cls, model: GGUFModel, lm: LanguageModel, tokenizer: LlamaTokenizer, index: PrefixIndex, width: int,
+    def wire(cls, gguf: GGUFModel, lm: LanguageModel, tokenizer: LlamaTokenizer, index: PrefixIndex, width: int,
              threshold: float, prompt_tokens: int) -> Engine:
         """The stages around a loaded model: candidates, the beam and the conditioner; a prompt window of
         ``prompt_tokens`` tokens."""
         beam = ByteBeam(lm, index, width=width, threshold=threshold)
         finder = CandidateFinder(tokenizer, index)
         conditioner = Conditioner(tokenizer, finder, beam)
-        return cls(model=model, lm=lm, tokenizer=tokenizer, index=index, finder=finder, beam=beam,
+        return cls(gguf=gguf, lm=lm, tokenizer=tokenizer, index=index, finder=finder, beam=beam,
                    conditioner=conditioner, prompt_tokens=prompt_tokens)
 
     def score(self, data: bytes, progress: Callable[[int], None] | None = None) -> Score:

@@ -1,4 +1,4 @@
-"""Shallow fusion: the workspace's own code in the decoder (log P_LM + λ·score per token), at no prompt cost.
+"""Shallow fusion: the project's own code in the decoder (log P_LM + λ·score per token), at no prompt cost.
 
 Generation adds ``λ · score`` to the model's log-probabilities wherever it
 chooses a token — the first token among the covering paths, and every
@@ -6,31 +6,31 @@ continuation step — for two fusion models over the scoring model's token ids:
 
 - `cpc.ngram.NGramModel`: the nested-scope token n-gram cache (the current
   document, the other open documents, the workspace files);
-- `cpc.identifiers.IdentifierModel`: the workspace's names, with a bonus for
+- `cpc.identifiers.IdentifierModel`: the project's names, with a bonus for
   spelling one, a refund for starting one that is not finished, and a
   penalty for a word that leaves them all.
 
-`WorkspaceModel` owns what they count: open documents (updated edit by edit,
+`ProjectCorpus` owns what they count: open documents (updated edit by edit,
 re-counting only changed lines) and workspace files (added as they are read,
-made visible by `WorkspaceModel.commit`). `WorkspaceModel.fusion` takes a
+made visible by `ProjectCorpus.commit`). `ProjectCorpus.fusion` takes a
 snapshot for one request: a `Fusion`, in the batched, stateful shape of
 shallow-fusion decoders' language models — `init_states`,
 `advance(states) -> (scores[n, V], next_states)`, `final(states)` — with
-the weights scaled by the evidence behind them (`WorkspaceModel.pull`): a
+the weights scaled by the evidence behind them (`ProjectCorpus.pull`): a
 lone short file, whose names the rest of its project would explain, gets
 almost none of them, a project nearly all.
 
     >>> from cpc.engine import Engine
     >>> from cpc.generate import Options, generate
     >>> engine = Engine.load("smollm2")
-    >>> workspace = WorkspaceModel(engine.tokenizer)
+    >>> corpus = ProjectCorpus(engine.tokenizer)
     >>> import json.decoder, pathlib  # a project's worth of text around the name: fusion pulls with its evidence
     >>> project = pathlib.Path(json.decoder.__file__).read_text()
-    >>> workspace.add_file("lib.py", project + "def compute_weighted_checksum(data):\\n    return 0\\n")
-    >>> workspace.commit()
+    >>> corpus.add_file("lib.py", project + "def compute_weighted_checksum(data):\\n    return 0\\n")
+    >>> corpus.commit()
     >>> prefix = "from lib import *\\nx = compute_wei"
     >>> plain = generate(engine, prefix, options=Options(max_tokens=16)).completions[0].text
-    >>> fused = generate(engine, prefix, options=Options(max_tokens=16), fusion=workspace.fusion(None)).completions[0].text
+    >>> fused = generate(engine, prefix, options=Options(max_tokens=16), fusion=corpus.fusion(None)).completions[0].text
     >>> plain.startswith("ghted_checksum"), fused.startswith("ghted_checksum")
     (False, True)
 """
@@ -53,22 +53,22 @@ from cpc.syntax import Place, Syntax
 if TYPE_CHECKING:
     from cpc.tokenizer import Tokenizer
 
-__all__ = ["Fusion", "FusionWeights", "WorkspaceModel"]
+__all__ = ["Fusion", "FusionWeights", "ProjectCorpus"]
 
 SCOPE_WEIGHTS = (0.5, 0.2, 0.3)
 FULL_PULL_TOKENS = 1_000
 """Tokens read (workspace files and open documents) from which fusion pulls as hard as its weights say, and
-below which in proportion (`WorkspaceModel.pull`): a lone short file is too little evidence of what the next
-names are. Nearly every directory of the workspace benchmark holds more (its gain is kept)."""
+below which in proportion (`ProjectCorpus.pull`): a lone short file is too little evidence of what the next
+names are. Nearly every directory of the cross-file benchmark holds more (its gain is kept)."""
 MIN_PULL = 0.05
 """Below this, the pull is 0: scores so scaled move nothing that matters, and a request leaves fusion out
 (`Fusion.is_off`), whose work costs every step time."""
 FORESEEN_PRIOR = 8
 """A document's name occurrences are judged as if this many more had been foreseen: a new file's first few
-names, all new, say little about how well the workspace knows it."""
+names, all new, say little about how well the corpus knows it."""
 FORESEEN_FULL = 0.5
 """The share of a document's names foreseen from which fusion pulls fully (a file of its project: 0.7 to 0.97
-on the workspace benchmark's directories), and below which in proportion (a file of names its workspace has
+on the cross-file benchmark's directories), and below which in proportion (a file of names its corpus has
 never seen)."""
 """The n-gram cache's mixture over (current document, other open documents, workspace files): most local first."""
 
@@ -77,7 +77,7 @@ _WORD_CONTEXT_TOKENS = 16
 
 @dataclass(frozen=True)
 class FusionWeights:
-    """λ per fusion model (tuned with ``python -m harness.bench --workspace`` on the development set)."""
+    """λ per fusion model (tuned with ``python -m harness.bench --cross-file`` on the development set)."""
 
     ngram: float = 0.3
     identifiers: float = 2.0
@@ -127,7 +127,7 @@ class NextStates:
 
 
 class Fusion:
-    """The fusion models of one request, weighted, over a snapshot of the workspace."""
+    """The fusion models of one request, weighted, over a snapshot of the corpus."""
 
     def __init__(self, ngram: NGramModel, identifiers: IdentifierModel, weights: FusionWeights) -> None:
         self.ngram = ngram
@@ -190,8 +190,9 @@ class _Document:
     names: Counter[bytes]
 
 
-class WorkspaceModel:
-    """What fusion knows of the workspace, counted in one model's token ids.
+class ProjectCorpus:
+    """What fusion knows of the project: the open documents and the workspace folders' files, counted in one
+    model's token ids.
 
     Open documents change edit by edit (`update_document`); workspace files
     are added as they are read (`add_file`) and become visible to the n-gram
@@ -233,7 +234,7 @@ class WorkspaceModel:
     def commit(self) -> None:
         """Make the files added so far visible to the n-gram model (seconds for tens of megabytes).
 
-        The names are put in order here too, so that no request pays for sorting a workspace's worth.
+        The names are put in order here too, so that no request pays for sorting a corpus's worth.
         """
         self.files.commit()
         with self.names.lock:
@@ -269,7 +270,7 @@ class WorkspaceModel:
         """The fusion models for a request in document ``current`` with the cursor on ``cursor_line``.
 
         The cursor's line is left out of the counts: the half-typed line is
-        not evidence of what the workspace holds.
+        not evidence of what the corpus holds.
         """
         document = self.documents.get(current) if current is not None else None
         others = [d.counts for key, d in self.documents.items() if key != current]
@@ -294,17 +295,17 @@ class WorkspaceModel:
         The product of how much text it has read, ``min(1, tokens / FULL_PULL_TOKENS)``, and how well its
         names foresaw the document's own, ``min(1, foreseen / FORESEEN_FULL)``, where ``foreseen`` is the
         share of the document's name occurrences (the language's own aside) that were known when they
-        came, from the workspace or from earlier in the document (so every name the workspace does not
+        came, from the corpus or from earlier in the document (so every name the corpus does not
         hold misses once), with `FORESEEN_PRIOR` more counted as known; 0 under `MIN_PULL`. A lone short file gets none of it: its names are new, and the names of the rest
         of its project, unseen, would be penalised as inventions.
 
         >>> from cpc.tokenizer import TiktokenTokenizer
-        >>> workspace = WorkspaceModel(TiktokenTokenizer())
-        >>> workspace.update_document("a.py", "def area(radius):\\n    return 3.14 * radius * radius\\n")
-        >>> workspace.pull("a.py")
+        >>> corpus = ProjectCorpus(TiktokenTokenizer())
+        >>> corpus.update_document("a.py", "def area(radius):\\n    return 3.14 * radius * radius\\n")
+        >>> corpus.pull("a.py")
         0.0
-        >>> workspace.add_file("lib.py", "def area(radius):\\n    return radius\\n" * 300)
-        >>> workspace.pull("a.py")
+        >>> corpus.add_file("lib.py", "def area(radius):\\n    return radius\\n" * 300)
+        >>> corpus.pull("a.py")
         1.0
         """
         with self._lock:

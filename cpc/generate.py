@@ -25,7 +25,7 @@ and the unstable tail conditioned right after FIM-middle.
 
 With a `cpc.fusion.Fusion`, every choice — the first token among the
 covering paths and each continuation — is made on ``log P_LM + λ·score``
-of the workspace's fusion models, in every mode; with every λ at 0 the
+of the corpus's fusion models, in every mode; with every λ at 0 the
 completions are exactly those without fusion.
 
     >>> from cpc.engine import Engine
@@ -63,7 +63,7 @@ MODES = ("naive", "heal", "cpc")
 
 FUSION_PATHS = 16
 """With fusion, the covering paths ranked again on model + fusion score before the best
-``lookahead_paths`` compete: a path whose token spells on into a workspace name (``" frob"``
+``lookahead_paths`` compete: a path whose token spells on into a corpus name (``" frob"``
 for a typed ``fr``) is rarely among the model's first four. Ranking needs no model call."""
 
 
@@ -234,7 +234,7 @@ def generate(
     ``cancelled`` is polled before each model evaluation (and between the
     batches of a long prompt); when it returns True the work stops with
     `cpc.lm.Cancelled`, and every cache stays usable. ``fusion`` adds the
-    workspace's fusion scores to every choice (one whose weights are 0 is left
+    corpus's fusion scores to every choice (one whose weights are 0 is left
     out: `cpc.fusion.Fusion.is_off`). ``wanted`` is asked about
     each completion's text so far before each generation step: when it says
     no to all of them, the work stops with `cpc.lm.Cancelled` too (the user
@@ -308,7 +308,7 @@ def prompt_frame(engine: Engine, suffix: str, options: Options = Options()) -> t
     ``[BOS] FIM-prefix + prefix + FIM-suffix suffix FIM-middle``, and the
     completion (for ``cpc``, the re-read tail first) follows FIM-middle.
     """
-    fim = engine.model.fim_tokens() if options.fim and suffix else None
+    fim = engine.gguf.fim_tokens() if options.fim and suffix else None
     if fim is None:
         return engine.lm.bos, ()
     fim_prefix, fim_suffix, fim_middle = fim
@@ -438,7 +438,7 @@ def _choose(engine: Engine, live: list[_Stream], banned: np.ndarray, fusion: Fus
     """Each live stream's next token (never a control token but EOS) and its score, from one batched model call.
 
     Unfused, the model answers only that (`LanguageModel.greedy_next`); fused, the choice is on the
-    sum of the model's log-probabilities and the workspace scores, so every token's row is needed.
+    sum of the model's log-probabilities and the corpus scores, so every token's row is needed.
     """
     states = [s.tokens for s in live]
     if fusion is None:

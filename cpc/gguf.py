@@ -168,7 +168,7 @@ class GGUFModel:
         self.vocab_handle = llama_cpp.llama_model_get_vocab(handle)
         self.n_vocab = llama_cpp.llama_vocab_n_tokens(self.vocab_handle)
         self._buffers = threading.local()
-        """Each thread's token buffer for `tokenize`: threads tokenize at once (a request, the workspace's
+        """Each thread's token buffer for `tokenize`: threads tokenize at once (a request, the corpus's
         reading, a model server's first check), and one shared buffer mixed their tokens."""
         self.placement: Placement | None = None
         """Where the weights run (None for a vocabulary-only model)."""

@@ -1,7 +1,7 @@
-"""The identifier model: the workspace's names, as a fusion model that rewards spelling them.
+"""The identifier model: the corpus's names, as a fusion model that rewards spelling them.
 
 A soft version of monitor-guided decoding (Agrawal et al. 2023). The names
-defined or used anywhere in the workspace are kept sorted, so the names
+defined or used anywhere in the corpus are kept sorted, so the names
 that start with a given byte string are one contiguous run (a trie laid out
 flat, like `cpc.index`). While the model spells an identifier, each byte
 that keeps it on the way to a known name earns a bonus of 1; a token that
@@ -15,7 +15,7 @@ something that is not one) also pays `PENALTY`, once, at the token that
 shows it, and so does a token that starts a word no known name starts. A
 refund alone only takes back a bonus; without the penalty an invented name
 (``requiose``, ``outputStream``) costs nothing, and the undefined-name rate on
-the workspace benchmark did not move. A word the user is typing that leads
+the cross-file benchmark did not move. A word the user is typing that leads
 to no known name is theirs: it pays nothing.
 
 The penalty is for uses. Where a word starts (`cpc.syntax.Place.role`)
@@ -34,7 +34,7 @@ of a known name (``checksum`` over ``c``: the model's ``c`` leads to
 and cannot finish later. But a token earns for no more bytes than the
 shortest rest of a name the word may still become (or `MIN_CAP`), so a long
 name does not beat a short one for its length (uncapped, ``lo|okup`` beat
-``lo|ad`` and ``options`` beat ``opts`` on the workspace benchmark; capped at
+``lo|ad`` and ``options`` beat ``opts`` on the cross-file benchmark; capped at
 the shortest rest alone, ``St|ripBOM`` earned 1 byte per token, because
 ``Str`` is a name too). The first token of a word earns nothing, like the
 typed bytes of the word at the cursor: a bonus for starting names would
@@ -125,7 +125,7 @@ readdirSync statSync dirname basename extname relative isAbsolute sep toFixed is
 def language_names() -> Counter[bytes]:
     """Names a file uses without defining them: Python's keywords, builtins and the members of its builtin types
     (as this interpreter lists them), and JavaScript's keywords, globals and the common members of its builtin
-    objects. Every workspace model knows them (`cpc.fusion.WorkspaceModel`).
+    objects. Every corpus knows them (`cpc.fusion.ProjectCorpus`).
 
     >>> names = language_names()
     >>> all(name in names for name in (b"enumerate", b"append", b"startswith", b"forEach", b"console"))
@@ -229,16 +229,16 @@ def _lead(piece: bytes) -> int:
 
 
 class NameCounts:
-    """How often each name occurs in the workspace, the names in byte order, and the tokens that lead to one."""
+    """How often each name occurs in the corpus, the names in byte order, and the tokens that lead to one."""
 
     def __init__(self, shapes: TokenShapes, base: Counter[bytes] | None = None) -> None:
-        """``base``: names every workspace knows (`language_names`), counted once each."""
+        """``base``: names every corpus knows (`language_names`), counted once each."""
         self.shapes = shapes
         self.base = frozenset(base or ())
         self.counts: Counter[bytes] = Counter()
         self._sorted: list[bytes] = []
         self._unsorted: set[bytes] = set()
-        """New names not yet in ``_sorted``: a workspace of files adds hundreds of thousands, sorted once."""
+        """New names not yet in ``_sorted``: a project's files add hundreds of thousands, sorted once."""
         self.support: Counter[bytes] = Counter()
         """Per stem of the vocabulary (`TokenShapes.stems`), how many names start with it."""
         self.leads = np.zeros(len(shapes), dtype=bool)
@@ -347,7 +347,7 @@ class IdentifierModel:
             self.sorted = list(names.sorted)
             self.excluded = {name for name, count in (left_out or {}).items() if names.counts.get(name, 0) <= count}
             self.borrowed = frozenset(name for name in names.base if names.counts.get(name, 0) <= 1)
-            """The language's names the workspace does not use: known, but they earn no bonus."""
+            """The language's names the corpus does not use: known, but they earn no bonus."""
             leads = names.leads.copy()
             lost = Counter(stem for name in self.excluded for stem in names.stems_of(name))
             for stem, count in lost.items():

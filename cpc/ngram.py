@@ -1,4 +1,4 @@
-"""The token n-gram cache model: what the workspace says comes next, in the scoring model's token ids.
+"""The token n-gram cache model: what the corpus says comes next, in the scoring model's token ids.
 
 A cache language model for code (Tu et al. 2014; Hellendoorn & Devanbu
 2017): n-gram counts over the project's own text, nested by scope — the
@@ -19,10 +19,10 @@ Two count stores answer the same query, ``continuations(context)``:
 ``order - 1`` tokens, and its score for token ``t`` is ``log(1 + κ·P(t))``
 where ``P(t)`` is the probability the contexts give ``t`` — the part of the
 interpolated estimate that comes from contexts of length 1 and more, so a
-context the workspace never saw scores every token 0 (no evidence, no
+context the corpus never saw scores every token 0 (no evidence, no
 push). The score is bounded by ``log(1 + κ)``: log-probability ratios
 (``log P(t | context) - log P(t)``) reward rare tokens without bound, and
-in a small workspace that makes the decoder loop over any pair of tokens
+in a small corpus that makes the decoder loop over any pair of tokens
 seen together once.
 
     >>> counts = DocumentCounts(order=3)
@@ -44,7 +44,7 @@ import numpy as np
 DISCOUNT = 0.5
 """Absolute discount (Ney, Essen & Kneser 1994): each distinct continuation gives this much to the shorter context.
 
-Lower than the 0.75 of large corpora: a workspace cache sees most contexts once or twice."""
+Lower than the 0.75 of large corpora: a project's cache sees most contexts once or twice."""
 
 SCALE = 10.0
 """κ in ``log(1 + κ·P)``: the score is about ``κ·P`` for weak evidence and at most ``log(1 + κ)``."""

@@ -286,7 +286,7 @@ class RemoteLM(LanguageModel):
         self.n_ctx = n_ctx
         self.options = options
         self.n_vocab = len(self.vocab)
-        self.bos = (tokenizer.model.document_start(),)
+        self.bos = (tokenizer.gguf.document_start(),)
         self.stats = LMStats()
         self.profile = RemoteProfile()
         """Where this client's time went (`RemoteProfile`)."""

@@ -14,13 +14,13 @@ The engine keeps its own caches across requests (KV cache per token prefix,
 snapshots, beams per byte prefix), so the next keystroke after a model
 answer costs a few tokens.
 
-Workspace fusion (`cpc.fusion`): the session owns a `WorkspaceModel` built
+Fusion (`cpc.fusion`): the session owns a `ProjectCorpus` built
 with the engine (it counts in the engine's token ids, so it is built again
 when the model is), fed the open documents (`update_document`, on the worker
 thread: only changed lines are counted again) and the workspace folders'
-files (`index_workspace`, on a background thread). ``complete(...,
+files (`read_folders`, on a background thread). ``complete(...,
 fusion=FusionWeights())`` fuses it into every token choice; without
-``fusion`` a completion is exactly what it was without a workspace.
+``fusion`` a completion is exactly what it was without one.
 
 A request names the document and the cursor in it (a character offset);
 the engine reads its window there (`cpc.window.Window`), and the cache
@@ -46,21 +46,21 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from cpc.engine import Engine
-from cpc.fusion import FusionWeights, WorkspaceModel
+from cpc.folder_files import ReadLimits, ReadProgress, ReadReport, folder_files
+from cpc.fusion import FusionWeights, ProjectCorpus
 from cpc.generate import MODES, Options, generate, warm
 from cpc.lm import DEFAULT_CONTEXT_SIZE, Cancelled
 from cpc.model_files import ModelError, Progress
 from cpc.remote import RemoteMismatch, RemoteOptions, RemoteRefused, RemoteUnavailable, address_problem, is_remote
 from cpc.serving import REMOTE_APIS
 from cpc.window import Window
-from cpc.workspace import ScanReport, WorkspaceLimits, WorkspaceProgress, workspace_files
 
 __all__ = [
     # the door
     "Answer", "CompletionSession", "EngineSettings", "SuggestionCache",
     # what a caller passes and reads: value types
-    "DEFAULT_CONTEXT_SIZE", "MODES", "REMOTE_APIS", "FusionWeights", "Options", "RemoteOptions", "ScanReport", "Window",
-    "WorkspaceLimits",
+    "DEFAULT_CONTEXT_SIZE", "MODES", "REMOTE_APIS", "FusionWeights", "Options", "ReadLimits", "ReadReport",
+    "RemoteOptions", "Window",
     # checks of a setting before a load
     "address_problem", "is_remote",
     # the errors a caller catches
@@ -175,26 +175,27 @@ class SuggestionCache:
 
 
 class CompletionSession:
-    """One engine, its settings, the suggestion cache and the workspace model.
+    """One engine, its settings, the suggestion cache and the corpus.
 
     Call `load`, `complete` and the document methods from one worker thread;
-    `index_workspace` from another (background) thread; `cached` and
-    `workspace_stats` from anywhere.
+    `read_folders` from another (background) thread; `cached` and
+    `corpus_stats` from anywhere.
     """
 
     def __init__(self) -> None:
         self.engine: Engine | None = None
         self.settings: EngineSettings | None = None
         self.cache = SuggestionCache()
-        self.workspace: WorkspaceModel | None = None
-        """What fusion knows of the workspace; built with the engine."""
+        self.corpus: ProjectCorpus | None = None
+        """What fusion knows of the project: the open documents and the workspace folders' files; built with
+        the engine."""
         self.documents: dict[str, str] = {}
-        """The open documents' texts, to feed a workspace model built for another engine."""
+        """The open documents' texts, to feed a corpus built for another engine."""
         self.max_document_bytes: int | None = None
         """An open document larger than this (UTF-8) is not counted (like a workspace file over its size cap)."""
-        self._index_lock = threading.Lock()
-        self._indexed: tuple[WorkspaceModel | None, set[str]] = (None, set())
-        """The workspace model the last `index_workspace` read into, and the paths it holds."""
+        self._read_lock = threading.Lock()
+        self._files_read: tuple[ProjectCorpus | None, set[str]] = (None, set())
+        """The corpus the last `read_folders` read into, and the paths it holds."""
 
     @property
     def ready(self) -> bool:
@@ -208,7 +209,7 @@ class CompletionSession:
     @property
     def model_path(self) -> str | None:
         """The loaded model's file (for a model on a server: its vocabulary's), None before a load."""
-        return str(self.engine.model.path) if self.engine is not None else None
+        return str(self.engine.gguf.path) if self.engine is not None else None
 
     @property
     def server_error(self) -> str | None:
@@ -217,7 +218,7 @@ class CompletionSession:
         return self.engine.server_error if self.engine is not None else None
 
     def limit_documents(self, max_bytes: int | None) -> None:
-        """Leave open documents larger than ``max_bytes`` (UTF-8) out of the workspace model from their
+        """Leave open documents larger than ``max_bytes`` (UTF-8) out of the corpus from their
         next update on, like workspace files over their size cap (None: no limit)."""
         self.max_document_bytes = max_bytes
 
@@ -234,8 +235,8 @@ class CompletionSession:
     def load(self, settings: EngineSettings, progress: Progress | None = None) -> None:
         """Load the engine unless it is loaded with these settings already.
 
-        A new engine gets a new workspace model, fed the open documents (its
-        workspace files are read again by `index_workspace`). Raises
+        A new engine gets a new corpus, fed the open documents (the
+        folders' files are read again by `read_folders`). Raises
         `cpc.model_files.ModelError` for a missing or corrupt model, or a context
         too large to allocate; the engine loaded before stays in service.
         Settings the loaded model does not depend on (`EngineSettings.loads_same_as`) load nothing.
@@ -248,31 +249,31 @@ class CompletionSession:
             n_ctx=settings.context_size, progress=progress, remote=settings.remote,
         )
         engine.time_reading()
-        workspace = WorkspaceModel(engine.tokenizer)
+        corpus = ProjectCorpus(engine.tokenizer)
         for key, text in self.documents.items():
-            workspace.update_document(key, text)
-        self.engine, self.settings, self.workspace = engine, settings, workspace
+            corpus.update_document(key, text)
+        self.engine, self.settings, self.corpus = engine, settings, corpus
         self.cache = SuggestionCache()
 
-    # -- the workspace ----------------------------------------------------------
+    # -- the corpus -------------------------------------------------------------
 
     def update_document(self, key: str, text: str) -> None:
         """Document ``key`` is open with ``text`` (only the lines that changed are counted again).
 
-        A document over `max_document_bytes` is left out of the workspace
-        model (counting a 10 MB file would hold up the worker for seconds).
+        A document over `max_document_bytes` is left out of the corpus
+        (counting a 10 MB file would hold up the worker for seconds).
         """
         cap = self.max_document_bytes
         if cap is not None and len(text) > cap // 4:
             size = len(text) if text.isascii() else len(text.encode("utf-8", errors="replace"))
             if size > cap:
                 self.documents.pop(key, None)
-                if self.workspace is not None:
-                    self.workspace.close_document(key)
+                if self.corpus is not None:
+                    self.corpus.close_document(key)
                 return
         self.documents[key] = text
-        if self.workspace is not None:
-            self.workspace.update_document(key, text)
+        if self.corpus is not None:
+            self.corpus.update_document(key, text)
 
     def forget(self, key: str) -> None:
         """Drop document ``key``'s suggestions at once, from any thread (it closed: its cache must not
@@ -282,20 +283,20 @@ class CompletionSession:
     def close_document(self, key: str) -> None:
         self.documents.pop(key, None)
         self.cache.forget(key)
-        if self.workspace is not None:
-            self.workspace.close_document(key)
+        if self.corpus is not None:
+            self.corpus.close_document(key)
 
-    def index_workspace(
+    def read_folders(
         self,
         folders: Sequence[str | os.PathLike[str]],
-        limits: WorkspaceLimits = WorkspaceLimits(),
-        progress: WorkspaceProgress | None = None,
+        limits: ReadLimits = ReadLimits(),
+        progress: ReadProgress | None = None,
         cancelled: Callable[[], bool] | None = None,
-        report: ScanReport | None = None,
-    ) -> ScanReport:
-        """Read the text files of ``folders`` (`cpc.workspace.workspace_files`) into the workspace model.
+        report: ReadReport | None = None,
+    ) -> ReadReport:
+        """Read the text files of ``folders`` (`cpc.folder_files.folder_files`) into the corpus.
 
-        They replace the files an earlier call read (no folders: the model
+        They replace the files an earlier call read (no folders: the corpus
         keeps no file). Call it on a background thread, not the worker: it
         tokenizes every file and builds the n-gram tables, seconds for tens
         of megabytes, while completions go on. One call runs at a time: a
@@ -304,41 +305,41 @@ class CompletionSession:
         "cancelled"``) and the n-gram tables are left as they were; the
         next call puts things right. ``report`` fills in as the walk goes.
         """
-        report = report if report is not None else ScanReport()
-        with self._index_lock:
-            workspace = self.workspace
-            if workspace is None:
+        report = report if report is not None else ReadReport()
+        with self._read_lock:
+            corpus = self.corpus
+            if corpus is None:
                 raise RuntimeError("the model is not loaded yet")
-            held, earlier = self._indexed
-            if held is not workspace:
+            held, earlier = self._files_read
+            if held is not corpus:
                 earlier = set()
             read: set[str] = set()
             complete = False
             try:
-                for file in workspace_files(folders, limits, progress, cancelled, report=report):
+                for file in folder_files(folders, limits, progress, cancelled, report=report):
                     path = str(file.path)
-                    workspace.add_file(path, file.text)
+                    corpus.add_file(path, file.text)
                     read.add(path)
                 if report.stopped == "cancelled":
                     return report
                 for path in earlier - read:
-                    workspace.remove_file(path)
+                    corpus.remove_file(path)
                 complete = True
                 if progress is not None:
-                    progress(f"Workspace: {report.files} files read, counting their n-grams", None)
-                workspace.commit()
+                    progress(f"Folders: {report.files} files read, counting their n-grams", None)
+                corpus.commit()
             finally:
-                self._indexed = (workspace, read if complete else earlier | read)
+                self._files_read = (corpus, read if complete else earlier | read)
         return report
 
-    def workspace_stats(self) -> dict[str, Any] | None:
-        """`WorkspaceModel.stats` of the workspace model, from any thread (None before the model loads)."""
-        workspace = self.workspace
-        if workspace is None:
+    def corpus_stats(self) -> dict[str, Any] | None:
+        """`ProjectCorpus.stats` of the corpus, from any thread (None before the model loads)."""
+        corpus = self.corpus
+        if corpus is None:
             return None
         for _ in range(100):
             try:
-                return workspace.stats()
+                return corpus.stats()
             except (RuntimeError, KeyError):  # a dict changed as it was read (a file added, a document edited)
                 time.sleep(0.001)
         return None
@@ -372,7 +373,7 @@ class CompletionSession:
         """Suggestions at ``cursor`` (a character offset; None: the end) of document ``key``, whose text is
         ``document``: the engine reads its window there (`window`).
 
-        With ``fusion``, the workspace model scores every token choice with
+        With ``fusion``, the corpus scores every token choice with
         these weights, document ``key`` as the current file (its cursor line
         left out). Raises `cpc.lm.Cancelled` when ``cancelled`` turns True on
         the way, or when ``wanted`` wants none of the texts so far
@@ -396,9 +397,9 @@ class CompletionSession:
         started = time.perf_counter()
         window, asked = self.engine.window(document, cursor), _asked(options, fusion)
         fused = None
-        if fusion is not None and self.workspace is not None:
+        if fusion is not None and self.corpus is not None:
             line = document.count("\n", 0, len(document) if cursor is None else cursor)
-            fused = self.workspace.fusion(key, weights=fusion, cursor_line=line)
+            fused = self.corpus.fusion(key, weights=fusion, cursor_line=line)
         shown: list[str] = []
 
         def first_answer(texts: list[str]) -> None:

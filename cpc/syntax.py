@@ -1,7 +1,7 @@
 """Where a word is written: in code or in prose, as a new name or as a use of one (a line-level reading, no parser).
 
 The identifier model (`cpc.identifiers`) holds each word the decoder spells
-against the workspace's names. That is right for a use (``self.widht``
+against the corpus's names. That is right for a use (``self.widht``
 is a slip, ``outputStream`` an invention) and wrong elsewhere:
 
 - in prose, a comment or a string, words are not names at all;

@@ -121,9 +121,9 @@ there: an edit whose effect on the tokens reaches further back falls back to a f
 class LlamaTokenizer(Tokenizer):
     """The tokenizer inside a GGUF model, run by llama.cpp."""
 
-    def __init__(self, model: GGUFModel, vocab: Vocabulary | None = None) -> None:
-        self.model = model
-        self.vocab = vocab or Vocabulary.from_gguf(model)
+    def __init__(self, gguf: GGUFModel, vocab: Vocabulary | None = None) -> None:
+        self.gguf = gguf
+        self.vocab = vocab or Vocabulary.from_gguf(gguf)
         self._last: tuple[bytes, list[int], np.ndarray] | None = None
         self._lock = threading.Lock()
 
@@ -133,16 +133,16 @@ class LlamaTokenizer(Tokenizer):
         >>> from cpc.gguf import GGUFModel
         >>> tokenizer = LlamaTokenizer(GGUFModel.open("smollm2", vocab_only=True))
         >>> code = b"def f(x):\\n    return x * 2\\n\\n" * 200
-        >>> tokenizer.encode(code + b"y = f(3)") == tokenizer.model.tokenize(code + b"y = f(3)")
+        >>> tokenizer.encode(code + b"y = f(3)") == tokenizer.gguf.tokenize(code + b"y = f(3)")
         True
-        >>> tokenizer.encode(code + b"y = f(42)") == tokenizer.model.tokenize(code + b"y = f(42)")  # the end only
+        >>> tokenizer.encode(code + b"y = f(42)") == tokenizer.gguf.tokenize(code + b"y = f(42)")  # the end only
         True
         """
         if len(data) < REUSE_MIN_BYTES:
-            return self.model.tokenize(data)
+            return self.gguf.tokenize(data)
         with self._lock:
             last = self._last
-        tokens = (self._reencode_end(last, data) if last else None) or self.model.tokenize(data)
+        tokens = (self._reencode_end(last, data) if last else None) or self.gguf.tokenize(data)
         ends = np.cumsum(self.vocab.lengths[tokens])
         if len(ends) and ends[-1] == len(data):  # the tokens spell the text: their ends are byte offsets
             with self._lock:
@@ -158,7 +158,7 @@ class LlamaTokenizer(Tokenizer):
         start = int(np.searchsorted(ends, ends[kept - 1] - _RESYNC_BYTES, side="right")) if kept else 0
         if start == 0:
             return None
-        tokens = self.model.tokenize(data[int(ends[start - 1]) :])
+        tokens = self.gguf.tokenize(data[int(ends[start - 1]) :])
         if tokens[: kept - start] != old_tokens[start:kept]:
             return None
         return old_tokens[:start] + tokens

@@ -87,14 +87,14 @@ class Vocabulary:
         return _cl100k_vocabulary()
 
     @classmethod
-    def from_gguf(cls, model: GGUFModel) -> Vocabulary:
+    def from_gguf(cls, gguf: GGUFModel) -> Vocabulary:
         """The vocabulary of a GGUF model, as llama.cpp renders each token."""
-        pieces, special = model.token_pieces()
+        pieces, special = gguf.token_pieces()
         return cls(
-            name=model.path.name,
+            name=gguf.path.name,
             pieces=pieces,
             special=special,
-            eos_ids=frozenset(model.end_of_generation_ids(special)),
+            eos_ids=frozenset(gguf.end_of_generation_ids(special)),
         )
 
 

@@ -1,6 +1,6 @@
 """From background threads to the editor: results handed to the event loop, and work-done progress bars.
 
-The engine's worker and the workspace reader run off the event loop; what
+The engine's worker and the reading of the workspace folders run off the event loop; what
 they finish or report goes back through ``loop.call_soon_threadsafe``
 (`call_soon`), and a request's future is settled once, whichever answer
 comes first (`settle`). A `ProgressBar` is one ``$/progress`` bar, begun on

@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from cpc.session import DEFAULT_CONTEXT_SIZE, MODES, REMOTE_APIS, RemoteOptions, WorkspaceLimits
+from cpc.session import DEFAULT_CONTEXT_SIZE, MODES, REMOTE_APIS, RemoteOptions, ReadLimits
 
 Type = Literal["string", "integer", "number", "boolean"]
 """The JSON type of a value (VS Code's ``contributes.configuration`` types)."""
@@ -60,7 +60,7 @@ class Setting:
 
 
 _REMOTE = RemoteOptions()
-_LIMITS = WorkspaceLimits()
+_LIMITS = ReadLimits()
 
 SETTINGS: tuple[Setting, ...] = (
     Setting(

@@ -4,8 +4,8 @@ Each handler converts (a document and a position in the client's encoding
 to the text before and after the cursor), delegates, and converts back
 (texts to inline-completion items). What a request may do (newest wins,
 typed-on work kept, growing suggestions, reading ahead) is
-`lsp_server.requests`'; what workspace fusion reads (the open documents, the
-workspace folders) is `lsp_server.indexing`'s. The server class itself
+`lsp_server.requests`'; what fusion's corpus reads (the open documents, the
+workspace folders) is `lsp_server.reading`'s. The server class itself
 holds the settings and the model's load:
 
 - the model loads on the engine's one worker thread, with work-done
@@ -35,7 +35,7 @@ from cpc.session import CompletionSession, ModelError
 from lsp_server import logs
 from lsp_server.documents import edit_end, use_lsp_documents
 from lsp_server.extensions import DOCUMENT_TEXT, GROWTH_CAPABILITY, STATUS, SUGGESTION_READY, declares_growth
-from lsp_server.indexing import WorkspaceIndexer
+from lsp_server.reading import CorpusFeeder
 from lsp_server.progress import ProgressBar
 from lsp_server.protocol import CheckedLanguageServer
 from lsp_server.requests import Cursor, Loading, Requests
@@ -68,8 +68,8 @@ class CPCServer(CheckedLanguageServer):
             show_error=lambda message: self.show(types.MessageType.Error, message),
             server_down=self.server_down, model_answered=self.model_answered,
         )
-        self.indexer = WorkspaceIndexer(
-            self.session, self.worker, lambda: self.workspace, lambda: self.settings.workspace_limits,
+        self.feeder = CorpusFeeder(
+            self.session, self.worker, lambda: self.workspace, lambda: self.settings.read_limits,
             model_ready=lambda: self.session.ready and not self.loading.active,
             progress_bar=lambda title: ProgressBar(self, title), log_line=self.log,
         )
@@ -88,13 +88,13 @@ class CPCServer(CheckedLanguageServer):
         if recount:
             self.session.limit_documents(settings.workspace_max_file_bytes)
             for uri in list(self.workspace.text_documents):
-                self.indexer.queue_document(uri)
+                self.feeder.queue_document(uri)
         if reload and (self.session.ready or self.loading.active or self.load_error):
             self.set_loading()  # before the next message is read, so `cpc/status` never shows the old state
-            self.indexer.stop()
+            self.feeder.stop()
             asyncio.ensure_future(self.load_model())
         else:
-            self.indexer.refresh()
+            self.feeder.refresh()
 
     async def load_model(self) -> None:
         """Load the model on the worker thread, reporting work-done progress.
@@ -130,7 +130,7 @@ class CPCServer(CheckedLanguageServer):
             self.loading.finish()
             bar.end("done")
             self.notify_status()
-            self.indexer.refresh()
+            self.feeder.refresh()
 
     def set_loading(self) -> None:
         """A model load starts: requests that come now wait for it; the client is told."""
@@ -164,7 +164,7 @@ class CPCServer(CheckedLanguageServer):
             self.notify_status()
 
     def status(self) -> dict[str, Any]:
-        """``cpc/status``: the model's state, where it runs, the settings, the request counters, the workspace."""
+        """``cpc/status``: the model's state, where it runs, the settings, the request counters, the corpus and its reading."""
         return {
             "state": self.state(),
             "ready": self.session.ready,
@@ -178,7 +178,7 @@ class CPCServer(CheckedLanguageServer):
             "growing": self.requests.growing,
             "settings": self.settings.as_client_json(),
             **self.requests.counts,
-            "workspace": self.indexer.as_json(),
+            "workspace": self.feeder.as_json(),
         }
 
     def notify_status(self) -> None:
@@ -202,7 +202,7 @@ class CPCServer(CheckedLanguageServer):
 
 def initialize(ls: CPCServer, params: types.InitializeParams) -> None:
     use_lsp_documents(ls.protocol)
-    ls.indexer.folders_given = params.workspace_folders is not None
+    ls.feeder.folders_given = params.workspace_folders is not None
     ls.requests.client_grows = declares_growth(params.capabilities)
     ls.configure(params.initialization_options)
 
@@ -216,30 +216,30 @@ def did_change_configuration(ls: CPCServer, params: types.DidChangeConfiguration
 
 
 def did_change_workspace_folders(ls: CPCServer, params: types.DidChangeWorkspaceFoldersParams) -> None:
-    ls.indexer.refresh()  # pygls has updated ls.workspace.folders
+    ls.feeder.refresh()  # pygls has updated ls.workspace.folders
 
 
 def did_open(ls: CPCServer, params: types.DidOpenTextDocumentParams) -> None:
     uri = params.text_document.uri
     ls.requests.note_edit(uri)
-    ls.indexer.queue_document(uri)
+    ls.feeder.queue_document(uri)
     ls.requests.schedule_warm(uri, None)  # no cursor yet: new code often goes at the end
 
 
 def did_change(ls: CPCServer, params: types.DidChangeTextDocumentParams) -> None:
     uri = params.text_document.uri
     ls.requests.note_edit(uri)
-    ls.indexer.queue_document(uri)
+    ls.feeder.queue_document(uri)
     ls.requests.schedule_warm(uri, edit_end(ls.workspace, params))
 
 
 def did_close(ls: CPCServer, params: types.DidCloseTextDocumentParams) -> None:
     ls.requests.forget(params.text_document.uri)
-    ls.indexer.forget_document(params.text_document.uri)
+    ls.feeder.forget_document(params.text_document.uri)
 
 
 def shutdown(ls: CPCServer, params: Any) -> None:
-    ls.indexer.stop()
+    ls.feeder.stop()
 
 
 async def inline_completion(ls: CPCServer, params: types.InlineCompletionParams) -> types.InlineCompletionList:

@@ -18,7 +18,7 @@ from dataclasses import field, make_dataclass, replace
 from typing import Any
 
 from cpc.session import (
-    EngineSettings, FusionWeights, Options, RemoteOptions, WorkspaceLimits, address_problem, is_remote,
+    EngineSettings, FusionWeights, Options, ReadLimits, RemoteOptions, address_problem, is_remote,
 )
 from lsp_server.schema import PYTHON_TYPES, SCHEMA, SETTINGS, Setting
 
@@ -86,11 +86,11 @@ class _Readings:
         return FusionWeights(ngram=tuned.ngram * self.fusion_weight, identifiers=tuned.identifiers * self.fusion_weight)
 
     @property
-    def workspace_limits(self) -> WorkspaceLimits | None:
+    def read_limits(self) -> ReadLimits | None:
         """What one walk of the workspace folders may read, or None when no folder is to be read."""
         if not (self.fusion and self.workspace_indexing):
             return None
-        return WorkspaceLimits(
+        return ReadLimits(
             max_file_bytes=self.workspace_max_file_bytes,
             max_total_bytes=self.workspace_max_bytes,
             max_files=self.workspace_max_files,

@@ -2,10 +2,10 @@
 
 - `harness.bench.quality`: does the cursor's position inside a word still
   matter? Cursors inside identifiers of real code, each mode from cold.
-- `harness.bench.workspace`: does the rest of the repository help? Cursors
+- `harness.bench.cross_file`: does the rest of the repository help? Cursors
   where only another file knows the name, with and without fusion, beside
   the peers' retrieval (`harness.bench.retrieval`).
-- `harness.bench.corpus`: the real code they draw from (the standard library,
+- `harness.bench.sources`: the real code they draw from (the standard library,
   npm's packages) and the names a file can know.
 - `harness.bench.report`: tables and bar charts.
 

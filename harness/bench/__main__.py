@@ -2,13 +2,13 @@
 
     python -m harness.bench --files GLOB --cases N --seed S [--modes naive,heal,cpc] [--gpu-layers N]
                             [--json OUT] [--plot OUT.png]
-    python -m harness.bench --workspace dev|check|GLOB --cases N --seed S
+    python -m harness.bench --cross-file dev|check|GLOB --cases N --seed S
                             [--modes cpc,cpc+fusion,cpc+context,naive+fusion]
                             [--fusion-weights ngram=X,identifiers=Y] [--json OUT] [--plot OUT.png]
 
-Without ``--workspace`` it runs `harness.bench.quality` (does the cursor's
-position inside a word still matter?); with it, `harness.bench.workspace`
-(cursors in a directory whose other files are the workspace).
+Without ``--cross-file`` it runs `harness.bench.quality` (does the cursor's
+position inside a word still matter?); with it, `harness.bench.cross_file`
+(cursors in a directory whose other files are the project around them).
 """
 
 from __future__ import annotations
@@ -24,8 +24,7 @@ from cpc.engine import Engine
 from cpc.fusion import FusionWeights
 from cpc.generate import MODES
 from cpc.model_files import ModelError, stderr_progress
-from harness.bench import quality
-from harness.bench import workspace as bench_workspace
+from harness.bench import cross_file, quality
 
 PROG = "python -m harness.bench"
 
@@ -33,7 +32,7 @@ PROG = "python -m harness.bench"
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
-        return _bench_workspace(args) if args.workspace is not None else _bench(args)
+        return _bench_cross_file(args) if args.cross_file is not None else _bench(args)
     except ModelError as error:
         print(f"{PROG}: {error}", file=sys.stderr)
         return 2
@@ -46,16 +45,16 @@ def _parser() -> argparse.ArgumentParser:
     bench = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0])
     bench.add_argument("--files", help="glob of source files; ** is recursive, "
                        "<stdlib> is this interpreter's standard library (default '<stdlib>/[a-m]*.py')")
-    bench.add_argument("--workspace", metavar="dev|check|GLOB",
+    bench.add_argument("--cross-file", metavar="dev|check|GLOB",
                        help="repository-level cases instead: cursors in files of source directories, the other "
-                       "files as the workspace (dev: stdlib packages a-m + npm's libs; check: stdlib packages n-z; "
+                       "files as the project around them (dev: stdlib packages a-m + npm's libs; check: stdlib packages n-z; "
                        "or a glob of directories)")
     bench.add_argument("--cases", type=int, default=60, help="cursor positions, half of each kind (default 60)")
     bench.add_argument("--prompt", choices=("long", "short"), default="long",
                        help="long: up to the engine's prompt window before the cursor (default); short: whole lines, "
                        "at most 300 tokens (a small file)")
     bench.add_argument("--seed", type=int, default=1)
-    bench.add_argument("--modes", help="comma-separated modes (default naive,heal,cpc; with --workspace "
+    bench.add_argument("--modes", help="comma-separated modes (default naive,heal,cpc; with --cross-file "
                        "cpc,cpc+fusion,cpc+context,naive+fusion: a mode, then +fusion and/or +context)")
     bench.add_argument("--model", default="default", help="a GGUF model: a path, or 'default' / 'smollm2'")
     bench.add_argument("--max-tokens", type=int, default=48)
@@ -63,7 +62,7 @@ def _parser() -> argparse.ArgumentParser:
                        help="every mode fuses the case's file up to the cursor's line into its token choices, as "
                        "the server fuses an open document (its default)")
     bench.add_argument("--fusion-weights", metavar="ngram=X,identifiers=Y",
-                       help="with --fusion or --workspace: fusion weights (default: cpc.fusion.FusionWeights())")
+                       help="with --fusion or --cross-file: fusion weights (default: cpc.fusion.FusionWeights())")
     bench.add_argument("--gpu-layers", type=int, default=0,
                        help="model layers on the GPU (-1: all; a GPU build of llama-cpp-python, docs/gpu.md; default 0)")
     bench.add_argument("--threads", type=int, default=0,
@@ -79,7 +78,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def _bench(args: argparse.Namespace) -> int:
     if args.fusion_weights is not None and not args.fusion:
-        raise ValueError("--fusion-weights needs --fusion or --workspace")
+        raise ValueError("--fusion-weights needs --fusion or --cross-file")
     modes = _modes(args.modes or "naive,heal,cpc")
     unknown = sorted(set(modes) - set(MODES))
     if unknown:
@@ -104,23 +103,23 @@ def _bench(args: argparse.Namespace) -> int:
     return 0
 
 
-def _bench_workspace(args: argparse.Namespace) -> int:
+def _bench_cross_file(args: argparse.Namespace) -> int:
     if args.files is not None or args.fusion:
-        raise ValueError("--workspace excludes --files and --fusion: it draws its own cases and fuses their directory")
-    modes = _modes(args.modes or ",".join(bench_workspace.DEFAULT_MODES))
+        raise ValueError("--cross-file excludes --files and --fusion: it draws its own cases and fuses their directory")
+    modes = _modes(args.modes or ",".join(cross_file.DEFAULT_MODES))
     for mode in modes:
-        bench_workspace.parse_mode(mode)
-    fused = any(bench_workspace.parse_mode(mode)[1] for mode in modes)
+        cross_file.parse_mode(mode)
+    fused = any(cross_file.parse_mode(mode)[1] for mode in modes)
     weights = FusionWeights.parse(args.fusion_weights) if fused or args.fusion_weights else None
     engine = Engine.load(args.model, gpu_layers=args.gpu_layers, progress=stderr_progress)
-    result = bench_workspace.run(
-        engine, args.workspace, args.cases, args.seed, modes, args.max_tokens, weights, progress=stderr_progress
+    result = cross_file.run(
+        engine, args.cross_file, args.cases, args.seed, modes, args.max_tokens, weights, progress=stderr_progress
     )
-    bench_workspace.print_table(result)
+    cross_file.print_table(result)
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2))
     if args.plot:
-        bench_workspace.plot(result, args.plot)
+        cross_file.plot(result, args.plot)
     return 0
 
 

@@ -3,7 +3,7 @@
 What a user meets on a freshly opened short file, drawn from real code
 (the standard library's Python and npm's JavaScript): each case's whole
 document is one function, cut at a random character of one of its body
-lines, with nothing around it and no workspace. The cursor may fall
+lines, with nothing around it and no other file. The cursor may fall
 anywhere on the line: at its indentation (the whole line to write),
 inside a word, between two symbols. The case's ``line_rest`` is the rest of
 that line, its ``word_rest`` the rest of the identifier at the cursor

@@ -38,11 +38,11 @@ from pathlib import Path
 
 from cpc.draft import DraftParameters
 from cpc.engine import Engine
-from cpc.fusion import Fusion, FusionWeights, WorkspaceModel
+from cpc.fusion import Fusion, FusionWeights, ProjectCorpus
 from cpc.generate import Generation, Options, generate
 from cpc.tokenizer import Tokenizer
-from harness.bench.corpus import expand
 from harness.bench.report import LATENCY_COLUMNS, grouped_bars, print_rows, pyplot, ratio
+from harness.bench.sources import expand
 
 KINDS = ("boundary", "inside")
 IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{3,}")
@@ -156,10 +156,10 @@ class Outcome:
 
 
 def complete_case(
-    engine: Engine, case: Case, mode: str, max_tokens: int, document: WorkspaceModel | None = None,
+    engine: Engine, case: Case, mode: str, max_tokens: int, document: ProjectCorpus | None = None,
     weights: FusionWeights = FusionWeights(), drafts: DraftParameters = DraftParameters(),
 ) -> Outcome:
-    """One cold request, scored against the file; with ``document`` (`document_model`), fused."""
+    """One cold request, scored against the file; with ``document`` (`document_corpus`), fused."""
     started = time.perf_counter()
     fusion = document.fusion(document_key(case), weights) if document is not None else None
     fusion_ms = (time.perf_counter() - started) * 1000
@@ -178,15 +178,15 @@ def complete_case(
 
 
 def document_key(case: Case) -> str:
-    """The key of a case's file in its `document_model`: its extension tells fusion the file's syntax."""
+    """The key of a case's file in its `document_corpus`: its extension tells fusion the file's syntax."""
     return f"file:///case{Path(case.file).suffix}"
 
 
-def document_model(engine: Engine, case: Case) -> WorkspaceModel:
-    """A workspace model that holds the case's file up to the cursor's line as its one open document."""
-    model = WorkspaceModel(engine.tokenizer)
-    model.update_document(document_key(case), case.document)
-    return model
+def document_corpus(engine: Engine, case: Case) -> ProjectCorpus:
+    """A corpus that holds the case's file up to the cursor's line as its one open document."""
+    corpus = ProjectCorpus(engine.tokenizer)
+    corpus.update_document(document_key(case), case.document)
+    return corpus
 
 
 def cold_generate(engine: Engine, prefix: str, options: Options, fusion: Fusion | None = None) -> Generation:
@@ -250,7 +250,7 @@ def run(
         drawn = [replace(case, prefix=shorten(engine.tokenizer, case.prefix)) for case in drawn]
     outcomes: dict[str, list[Outcome]] = {mode: [] for mode in modes}
     for number, case in enumerate(drawn):
-        document = document_model(engine, case) if fusion is not None else None
+        document = document_corpus(engine, case) if fusion is not None else None
         for mode in modes:
             outcomes[mode].append(complete_case(engine, case, mode, max_tokens, document, fusion or FusionWeights(), drafts))
         report(f"case {number + 1}/{len(drawn)} ({case.kind})", (number + 1) / len(drawn))

@@ -1,7 +1,7 @@
-"""The peers' way to bring the workspace in: retrieve the most similar window of another file and paste it before the prompt.
+"""The peers' way to bring the project in: retrieve the most similar window of another file and paste it before the prompt.
 
 What Continue, llama.vim and Tabby do, as a baseline for fusion
-(``python -m harness.bench --workspace``'s ``+context`` modes): the files
+(``python -m harness.bench --cross-file``'s ``+context`` modes): the files
 are cut into `WINDOW_LINES`-line windows, the window whose identifiers are
 most like (Jaccard) those of the last `QUERY_LINES` lines before the
 cursor is pasted as a comment block with its path, and the prefix loses its
@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from harness.bench.corpus import Language
+from harness.bench.sources import Language
 
 WINDOW_LINES = 30
 WINDOW_STRIDE = 15
@@ -27,7 +27,7 @@ CONTEXT_MARGIN_TOKENS = 8
 
 @dataclass(frozen=True)
 class Chunk:
-    """A window of a workspace file."""
+    """A window of one of the project's files."""
 
     path: str
     """The path shown in the prompt."""

@@ -66,21 +66,21 @@ def test_bench_fusion_at_zero_weight_changes_no_text(tmp_path):
 
 def test_bench_fusion_reads_the_file_up_to_the_cursor_line_only():
     from cpc.engine import Engine
-    from harness.bench import corpus, quality
+    from harness.bench import quality, sources
 
     engine = Engine.load("smollm2", threads=1)
-    for case in quality.draw_cases(engine, corpus.expand("<stdlib>/json/**/*.py"), 6, 3):
+    for case in quality.draw_cases(engine, sources.expand("<stdlib>/json/**/*.py"), 6, 3):
         typed_line = case.prefix.rpartition("\n")[2]
         assert case.document[-1:] in ("", "\n") and (case.document + typed_line).endswith(case.prefix)
         assert Path(case.file).read_text(encoding="utf-8").startswith(case.document + typed_line + case.word_rest)
 
 
 def test_bad_options_are_refused_before_a_model_loads():
-    result = run_bench("--workspace", "dev", "--modes", "cpc+magic")
+    result = run_bench("--cross-file", "dev", "--modes", "cpc+magic")
     assert result.returncode == 1 and "cpc+magic" in result.stderr and "Traceback" not in result.stderr
-    result = run_bench("--workspace", "dev", "--files", "x")
+    result = run_bench("--cross-file", "dev", "--files", "x")
     assert result.returncode == 1 and "exclude" in result.stderr
     result = run_bench("--fusion-weights", "ngram=1")
-    assert result.returncode == 1 and "--workspace" in result.stderr
+    assert result.returncode == 1 and "--cross-file" in result.stderr
     result = run_bench("--fusion", "--fusion-weights", "ngram=fast")
     assert result.returncode == 1 and "not a number" in result.stderr

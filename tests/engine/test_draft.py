@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 
 import cpc.generate
 from cpc.draft import Draft, DraftParameters, Lookup
-from cpc.fusion import WorkspaceModel
+from cpc.fusion import ProjectCorpus
 from cpc.generate import Options, generate
 from cpc.llama import LlamaLM
 from cpc.lm import LanguageModel, State
@@ -125,9 +125,9 @@ def test_drafts_of_any_kind_never_change_the_text(smollm2_memo, monkeypatch, cur
     prefix = TEXTWRAP[: TEXTWRAP.index(marker) + len(marker)]
     fusion = None
     if fused:
-        workspace = WorkspaceModel(engine.tokenizer)
-        workspace.update_document("textwrap.py", prefix + suffix)
-        fusion = workspace.fusion("textwrap.py", cursor_line=prefix.count("\n"))
+        corpus = ProjectCorpus(engine.tokenizer)
+        corpus.update_document("textwrap.py", prefix + suffix)
+        fusion = corpus.fusion("textwrap.py", cursor_line=prefix.count("\n"))
     options = Options(mode=mode, multiline=multiline, max_tokens=12, n=2, drafts=DraftParameters(max_tokens=0))
     plain = generate(engine, prefix + suffix, len(prefix), options, fusion=fusion)
     assert plain.drafted == 0
@@ -169,7 +169,7 @@ def test_llama_checks_a_draft_in_one_decode_and_keeps_only_what_was_accepted(smo
     llama.cpp's batch noise), no row asked past the walk's end, the KV cache cut back to the accepted tokens,
     and the decode's time kept for `check_cost`."""
     engine = smollm2_memo
-    lm = LlamaLM(engine.model, engine.vocab, n_seq=2, n_ctx=256, threads=MODEL_THREADS)
+    lm = LlamaLM(engine.gguf, engine.vocab, n_seq=2, n_ctx=256, threads=MODEL_THREADS)
     tokens = lm.bos + tuple(engine.tokenizer.encode(TEXTWRAP[:600].encode()))
     state, draft = tokens[:40], tokens[40:46]
     lm.prefill(state[:-1])
@@ -178,7 +178,7 @@ def test_llama_checks_a_draft_in_one_decode_and_keeps_only_what_was_accepted(smo
     def choose(number: int, position: int, scores: np.ndarray) -> int:
         asked.append(position)
         row = scores - np.logaddexp.reduce(scores.astype(np.float64))
-        alone = LlamaLM(engine.model, engine.vocab, n_seq=1, n_ctx=256, threads=MODEL_THREADS).next_logprobs([state + draft[:position]])[0]
+        alone = LlamaLM(engine.gguf, engine.vocab, n_seq=1, n_ctx=256, threads=MODEL_THREADS).next_logprobs([state + draft[:position]])[0]
         # llama.cpp's batch noise on SmolLM2: at most 2.7e-3 in probability across thread counts 1, 2 and 4 and
         # decode splits (benchmarks/probe_batch_noise.py); 1e-2 still catches a row of the wrong state.
         np.testing.assert_allclose(np.exp(row), np.exp(alone.astype(np.float64)), rtol=0, atol=1e-2)

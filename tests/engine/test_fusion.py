@@ -1,4 +1,4 @@
-"""Workspace fusion: the n-gram cache, the identifier model, the workspace counts, and fusion in generation."""
+"""Fusion: the n-gram cache, the identifier model, the corpus's counts, and fusion in generation."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from cpc.fusion import MIN_PULL, FusionWeights, WorkspaceModel
+from cpc.fusion import MIN_PULL, FusionWeights, ProjectCorpus
 from cpc.identifiers import (
     _ASSIGNMENT, BONUS, MIN_CAP, PENALTY, IdentifierModel, NameCounts, TokenShapes, language_names, names_in,
 )
@@ -114,12 +114,12 @@ edits = st.lists(
 @given(st.lists(code_text, max_size=12).map("\n".join), edits)
 @example("a\nb\nc", [(2, 3, "x\ny"), (0, 0, "\n")])
 def test_incremental_updates_equal_a_rebuild(cl100k, text, steps):
-    live = WorkspaceModel(cl100k, order=4)
+    live = ProjectCorpus(cl100k, order=4)
     live.update_document("doc", text)
     for start, end, insert in steps:
         text = _apply(text, start, end, insert)
         live.update_document("doc", text)
-    rebuilt = WorkspaceModel(cl100k, order=4)
+    rebuilt = ProjectCorpus(cl100k, order=4)
     rebuilt.update_document("doc", text)
     assert live.documents["doc"].counts.counts == rebuilt.documents["doc"].counts.counts
     assert live.documents["doc"].names == rebuilt.documents["doc"].names
@@ -128,7 +128,7 @@ def test_incremental_updates_equal_a_rebuild(cl100k, text, steps):
     assert live.names.support == rebuilt.names.support
     assert np.array_equal(live.names.leads, rebuilt.names.leads)
     live.close_document("doc")
-    fresh = WorkspaceModel(cl100k, order=4)  # it knows the language's own names (and nothing more)
+    fresh = ProjectCorpus(cl100k, order=4)  # it knows the language's own names (and nothing more)
     assert live.names.counts == fresh.names.counts and live.names.sorted == fresh.names.sorted
     assert live.names.support == fresh.names.support and np.array_equal(live.names.leads, fresh.names.leads)
 
@@ -284,9 +284,9 @@ def test_where_a_word_starts_decides_how_it_is_judged(typed, role):
 def test_the_language_s_own_names_are_known(cl100k):
     """A small file uses names it never defines: builtins and their members are names, so they pay no penalty;
     they earn no bonus either, unless the project uses them: the bonus is for the project's names."""
-    workspace = WorkspaceModel(cl100k)
-    workspace.update_document("file:///a.py", "items = enumerate(rows)\n")
-    fusion = workspace.fusion("file:///b.py")
+    corpus = ProjectCorpus(cl100k)
+    corpus.update_document("file:///a.py", "items = enumerate(rows)\n")
+    fusion = corpus.fusion("file:///b.py")
     for text, good, earns in ((b"x = enumer", b"ate", True), (b"y = s.starts", b"with", False), (b"y = arr.for", b"Each", False)):
         _, state = fusion.identifiers.start(text)
         row = fusion.identifiers.row(state)
@@ -301,22 +301,22 @@ LIB = "import zlib\n\ndef compute_weighted_checksum(data, weights):\n    total =
 MAIN = "from lib import *\n\ndef main(values):\n    result = compute_wei"
 
 
-def project(tokenizer) -> WorkspaceModel:
-    """A workspace with a project's worth of text: `LIB` among real modules."""
+def project(tokenizer) -> ProjectCorpus:
+    """A corpus with a project's worth of text: `LIB` among real modules."""
     import json
 
-    workspace = WorkspaceModel(tokenizer)
+    corpus = ProjectCorpus(tokenizer)
     for path in sorted(Path(json.__file__).parent.glob("*.py")):
-        workspace.add_file(path.name, path.read_text())
-    workspace.add_file("lib.py", LIB)
-    workspace.commit()
-    return workspace
+        corpus.add_file(path.name, path.read_text())
+    corpus.add_file("lib.py", LIB)
+    corpus.commit()
+    return corpus
 
 
 def test_batched_advance_equals_one_at_a_time(cl100k):
-    workspace = project(cl100k)
-    workspace.update_document("main.py", MAIN)
-    fusion = workspace.fusion("main.py", FusionWeights(0.7, 0.4), cursor_line=3)
+    corpus = project(cl100k)
+    corpus.update_document("main.py", MAIN)
+    fusion = corpus.fusion("main.py", FusionWeights(0.7, 0.4), cursor_line=3)
     context = tuple(cl100k.encode(MAIN[: -len("compute_wei")].encode()))
     path = tuple(cl100k.encode(b" compute_wei"))
     _, states = fusion.init_states(context, MAIN.encode(), [(path, b""), ((), b""), (path[:1], b"")])
@@ -326,23 +326,23 @@ def test_batched_advance_equals_one_at_a_time(cl100k):
         assert np.array_equal(batched[number], alone[0])
         for token in (0, int(batched[number].argmax()), 100):
             assert next_states[number, token] == alone_next[0, token]
-    in_word = np.where(workspace.shapes.breaks, -np.inf, batched[0])
+    in_word = np.where(corpus.shapes.breaks, -np.inf, batched[0])
     best = cl100k.vocab.pieces[int(in_word.argmax())]
     assert b"compute_weighted_checksum".startswith(b"compute_wei" + best)
 
 
-def test_workspace_stats_count_what_was_added(cl100k):
-    workspace = WorkspaceModel(cl100k)
-    workspace.add_file("lib.py", LIB)
-    workspace.add_file("lib.py", LIB)  # again: replaced, not counted twice
-    workspace.commit()
-    workspace.update_document("main.py", MAIN)
-    stats = workspace.stats()
+def test_corpus_stats_count_what_was_added(cl100k):
+    corpus = ProjectCorpus(cl100k)
+    corpus.add_file("lib.py", LIB)
+    corpus.add_file("lib.py", LIB)  # again: replaced, not counted twice
+    corpus.commit()
+    corpus.update_document("main.py", MAIN)
+    stats = corpus.stats()
     assert stats["files"] == 1 and stats["documents"] == 1 and stats["bytes"] == len(LIB)
     assert stats["identifiers"] == len(names_in((LIB + MAIN).encode()).keys() | language_names().keys())
     assert stats["tokens"] == len(cl100k.encode(LIB.encode())) + len(cl100k.encode(MAIN.encode())) or stats["tokens"] > 0
-    workspace.remove_file("lib.py")
-    assert b"compute_weighted_checksum" not in workspace.names.counts
+    corpus.remove_file("lib.py")
+    assert b"compute_weighted_checksum" not in corpus.names.counts
 
 
 # --- fusion in generation (the real model) ------------------------------------------------------
@@ -359,11 +359,11 @@ def smollm2():
 def test_fusion_with_zero_weights_changes_nothing(smollm2, mode):
     from cpc.generate import Options, generate
 
-    workspace = WorkspaceModel(smollm2.tokenizer)
-    workspace.add_file("lib.py", LIB)
-    workspace.commit()
-    workspace.update_document("main.py", MAIN)
-    off = workspace.fusion("main.py", FusionWeights.off(), cursor_line=3)
+    corpus = ProjectCorpus(smollm2.tokenizer)
+    corpus.add_file("lib.py", LIB)
+    corpus.commit()
+    corpus.update_document("main.py", MAIN)
+    off = corpus.fusion("main.py", FusionWeights.off(), cursor_line=3)
     for prefix in (MAIN, "import os\nos.pa", "def f(x):\n    return x.app", "for i in ra"):
         options = Options(mode=mode, n=2, max_tokens=6)
         smollm2.clear()
@@ -378,14 +378,14 @@ def test_fusion_with_zero_weights_changes_nothing(smollm2, mode):
 def test_fusion_pulls_with_the_evidence_behind_it(cl100k):
     """A lone short file is little evidence: fusion keeps almost none of its weights there, and a project's
     file most of them; the weights a request's fusion uses are the pull times the ones asked for."""
-    lone = WorkspaceModel(cl100k)
+    lone = ProjectCorpus(cl100k)
     lone.update_document("main.py", MAIN)
     in_project = project(cl100k)
     in_project.update_document("main.py", MAIN)
     assert lone.pull("main.py") == 0.0 and lone.fusion("main.py", FusionWeights(), cursor_line=3).is_off
     assert in_project.pull("main.py") == 1.0
     in_project.update_document("novel.py", " ".join(f"zq{k}" for k in range(40)))
-    assert MIN_PULL < in_project.pull("novel.py") < 0.5, "a document of names the workspace never saw lowers it"
+    assert MIN_PULL < in_project.pull("novel.py") < 0.5, "a document of names the corpus never saw lowers it"
     fusion = in_project.fusion("main.py", FusionWeights(0.5, 2.0), cursor_line=3)
     pull = in_project.pull("main.py")
     assert fusion.weights == FusionWeights(0.5 * pull, 2.0 * pull)
@@ -394,8 +394,8 @@ def test_fusion_pulls_with_the_evidence_behind_it(cl100k):
 def test_fusion_completes_a_name_from_another_file(smollm2):
     from cpc.generate import Options, generate
 
-    workspace = project(smollm2.tokenizer)
-    workspace.update_document("main.py", MAIN)
+    corpus = project(smollm2.tokenizer)
+    corpus.update_document("main.py", MAIN)
     smollm2.clear()
-    fused = generate(smollm2, MAIN, options=Options(max_tokens=8), fusion=workspace.fusion("main.py", cursor_line=3))
+    fused = generate(smollm2, MAIN, options=Options(max_tokens=8), fusion=corpus.fusion("main.py", cursor_line=3))
     assert fused.completions[0].text.startswith("ghted_checksum")

@@ -95,11 +95,11 @@ def test_work_stops_when_no_text_so_far_is_wanted(engine):
 def test_fim_prompt_frames_the_tail_after_fim_middle(engine, monkeypatch):
     """The framing logic, with three of the model's control tokens standing in for FIM tokens
     (neither test model ships FIM tokens; llama.cpp reports none)."""
-    assert engine.model.fim_tokens() is None
+    assert engine.gguf.fim_tokens() is None
     assert prompt_frame(engine, "rest()") == (engine.lm.bos, ())
     special = [t for t in range(len(engine.vocab)) if engine.vocab.special[t] and t not in engine.vocab.eos_ids]
     fim = tuple(special[-3:])
-    monkeypatch.setattr(engine.model, "fim_tokens", lambda: fim)
+    monkeypatch.setattr(engine.gguf, "fim_tokens", lambda: fim)
     head, middle = prompt_frame(engine, "    return x\n")
     assert head[-1] == fim[0] and middle[0] == fim[1] and middle[-1] == fim[2]
     assert engine.vocab.decode(middle[1:-1]) == b"    return x\n"

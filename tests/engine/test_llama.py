@@ -21,7 +21,7 @@ def smollm2(request):
 
 def _alone(engine, state) -> np.ndarray:
     """The state evaluated in a fresh context, all its tokens in one batch."""
-    fresh = LlamaLM(engine.model, engine.vocab, n_seq=1, n_ctx=512, threads=MODEL_THREADS)
+    fresh = LlamaLM(engine.gguf, engine.vocab, n_seq=1, n_ctx=512, threads=MODEL_THREADS)
     return fresh.next_logprobs([state])[0]
 
 
@@ -54,7 +54,7 @@ def test_batched_calls_with_kv_reuse_match_lone_evaluation(smollm2):
     """Any mix of cached prefixes, copies and batches gives the numbers of a lone evaluation, within
     llama.cpp's batch noise."""
     tokens, states = _states(smollm2)
-    lm = LlamaLM(smollm2.model, smollm2.vocab, n_seq=3, n_ctx=256, threads=MODEL_THREADS)
+    lm = LlamaLM(smollm2.gguf, smollm2.vocab, n_seq=3, n_ctx=256, threads=MODEL_THREADS)
     for call in ([states[0]], states[1:4], [states[4], states[1]], states[2:], [states[3]], states):
         rows = lm.next_logprobs(call)
         for state, row in zip(call, rows):
@@ -63,7 +63,7 @@ def test_batched_calls_with_kv_reuse_match_lone_evaluation(smollm2):
 
 def test_keystroke_evaluates_only_the_new_tokens(smollm2):
     tokens, _ = _states(smollm2)
-    lm = LlamaLM(smollm2.model, smollm2.vocab, n_seq=4, n_ctx=256, threads=MODEL_THREADS)
+    lm = LlamaLM(smollm2.gguf, smollm2.vocab, n_seq=4, n_ctx=256, threads=MODEL_THREADS)
     lm.next_logprobs([tokens[:30]])
     before = lm.stats.tokens
     lm.next_logprobs([tokens[:31], tokens[:30] + (tokens[35],)])
@@ -73,7 +73,7 @@ def test_keystroke_evaluates_only_the_new_tokens(smollm2):
 
 def test_a_cold_shared_prompt_is_evaluated_once(smollm2):
     tokens, _ = _states(smollm2)
-    lm = LlamaLM(smollm2.model, smollm2.vocab, n_seq=4, n_ctx=256, threads=MODEL_THREADS)
+    lm = LlamaLM(smollm2.gguf, smollm2.vocab, n_seq=4, n_ctx=256, threads=MODEL_THREADS)
     lm.next_logprobs([tokens[:30] + (t,) for t in tokens[31:35]])
     assert lm.stats.tokens == 30 + 4
 
@@ -89,7 +89,7 @@ def test_token_logprobs_scores_a_sequence_in_one_pass(smollm2):
 
 def test_rows_are_normalised_log_probabilities(engine):
     rows = engine.lm.next_logprobs([engine.lm.bos, engine.lm.bos + tuple(engine.tokenizer.encode(b"import"))])
-    assert rows.shape == (2, engine.model.n_vocab)
+    assert rows.shape == (2, engine.gguf.n_vocab)
     np.testing.assert_allclose(np.exp(rows.astype(np.float64)).sum(axis=1), 1.0, atol=1e-4)
     assert (engine.lm.eos_logprob(rows) < 0).all()
 
@@ -124,7 +124,7 @@ def test_a_greedy_step_normalised_in_the_graph_answers_as_the_host_does(engine):
     so one call's outputs span several micro-batches; the second state bans its likeliest token
     (the host's masked path)."""
     def fresh(backend_greedy: bool) -> LlamaLM:
-        return LlamaLM(engine.model, engine.vocab, n_seq=4, n_ctx=512, backend_greedy=backend_greedy, threads=MODEL_THREADS)
+        return LlamaLM(engine.gguf, engine.vocab, n_seq=4, n_ctx=512, backend_greedy=backend_greedy, threads=MODEL_THREADS)
 
     host, graph = fresh(False), fresh(True)
     assert graph.backend_greedy and not host.backend_greedy
@@ -143,7 +143,7 @@ def test_a_greedy_step_normalised_in_the_graph_answers_as_the_host_does(engine):
 
 
 def test_states_that_do_not_fit_are_refused(smollm2):
-    lm = LlamaLM(smollm2.model, smollm2.vocab, n_seq=1, n_ctx=16)
+    lm = LlamaLM(smollm2.gguf, smollm2.vocab, n_seq=1, n_ctx=16)
     with pytest.raises(ValueError, match="does not fit"):
         lm.next_logprobs([tuple(range(1, 40))])
     with pytest.raises(ValueError, match="at least one token"):
@@ -152,7 +152,7 @@ def test_states_that_do_not_fit_are_refused(smollm2):
 
 def test_prefill_reads_ahead_so_the_request_evaluates_only_what_follows(smollm2):
     tokens, _ = _states(smollm2)
-    lm = LlamaLM(smollm2.model, smollm2.vocab, n_seq=2, n_ctx=256, threads=MODEL_THREADS)
+    lm = LlamaLM(smollm2.gguf, smollm2.vocab, n_seq=2, n_ctx=256, threads=MODEL_THREADS)
     assert lm.prefill(tokens[:30]) == 30
     assert lm.cached_length(tokens[:31]) == 30
     assert lm.prefill(tokens[:30]) == 0  # nothing left to read
@@ -167,7 +167,7 @@ def test_an_interrupted_prompt_keeps_what_was_read(smollm2):
     """A request made obsolete stops between chunks; the next one goes on from where it stopped."""
     tokens = smollm2.lm.bos + tuple(smollm2.tokenizer.encode(SOURCE * 10))
     assert len(tokens) > 2 * PREFILL_CHUNK
-    lm = LlamaLM(smollm2.model, smollm2.vocab, n_seq=2, n_ctx=512, threads=MODEL_THREADS)
+    lm = LlamaLM(smollm2.gguf, smollm2.vocab, n_seq=2, n_ctx=512, threads=MODEL_THREADS)
     polls = []
     lm.interrupt = lambda: polls.append(1) or len(polls) > 2  # the call's own poll, one chunk, then stop
     with pytest.raises(Cancelled):
@@ -188,7 +188,7 @@ def test_stop_now_breaks_into_a_decode_and_the_model_stays_exact(smollm2):
     second chunk's decode every time: a stop that only took effect between chunks would keep that chunk.
     """
     tokens = smollm2.lm.bos + tuple(smollm2.tokenizer.encode(SOURCE * 10))
-    lm = LlamaLM(smollm2.model, smollm2.vocab, n_seq=2, n_ctx=512, threads=MODEL_THREADS)
+    lm = LlamaLM(smollm2.gguf, smollm2.vocab, n_seq=2, n_ctx=512, threads=MODEL_THREADS)
     polls = []
 
     def interrupt() -> bool:  # the call's poll, the poll before the second chunk (a stop arrives), then stale
@@ -208,7 +208,7 @@ def test_stop_now_breaks_into_a_decode_and_the_model_stays_exact(smollm2):
 def test_a_stop_asked_of_work_that_is_not_stale_changes_nothing(smollm2):
     """A stop that finds the interrupt false (the work was typed on) lets the broken batch run again."""
     tokens = smollm2.lm.bos + tuple(smollm2.tokenizer.encode(SOURCE * 2))
-    lm = LlamaLM(smollm2.model, smollm2.vocab, n_seq=1, n_ctx=512, threads=MODEL_THREADS)
+    lm = LlamaLM(smollm2.gguf, smollm2.vocab, n_seq=1, n_ctx=512, threads=MODEL_THREADS)
     polls = []
 
     def interrupt() -> bool:  # the call's poll and the two after it leave a stop: the first chunk breaks thrice

@@ -35,23 +35,23 @@ def test_keystrokes_encode_as_a_whole_encode(tokenizer, edits):
     """Each edit (where in the text, characters deleted there, text inserted) changes the text; every
     version encodes as llama.cpp encodes it whole, whatever was encoded before."""
     text = SOURCE
-    assert tokenizer.encode(text) == tokenizer.model.tokenize(text)
+    assert tokenizer.encode(text) == tokenizer.gguf.tokenize(text)
     for where, deleted, inserted in edits:
         at = int(where * len(text))
         text = text[:at] + inserted.encode("utf-8") + text[at + deleted :]
-        assert tokenizer.encode(text) == tokenizer.model.tokenize(text)
+        assert tokenizer.encode(text) == tokenizer.gguf.tokenize(text)
 
 
 def test_threads_that_tokenize_at_once_each_get_their_own_texts_tokens(tokenizer):
-    """A request, the workspace's reading and a model server's first check tokenize at once."""
-    model = tokenizer.model
+    """A request, the corpus's reading and a model server's first check tokenize at once."""
+    gguf = tokenizer.gguf
     texts = [SOURCE[n * 700 : n * 700 + 600 + 50 * n] for n in range(4)]
-    expected = [model.tokenize(text) for text in texts]
+    expected = [gguf.tokenize(text) for text in texts]
     found: list[list[bool]] = [[] for _ in texts]
 
     def tokenize(number: int) -> None:
         for _ in range(200):
-            found[number].append(model.tokenize(texts[number]) == expected[number])
+            found[number].append(gguf.tokenize(texts[number]) == expected[number])
 
     threads = [threading.Thread(target=tokenize, args=(n,)) for n in range(len(texts))]
     for thread in threads:

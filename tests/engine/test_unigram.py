@@ -16,7 +16,7 @@ from tests.support.unigram_model import unigram_gguf
 
 def test_the_vocabulary_is_llama_cpps_unigram_family(unigram_tokenizer):
     vocab = unigram_tokenizer.vocab
-    handle = unigram_tokenizer.model.vocab_handle
+    handle = unigram_tokenizer.gguf.vocab_handle
     assert llama_cpp.llama_vocab_type(handle) == llama_cpp.LLAMA_VOCAB_TYPE_UGM
     assert vocab.special[:3].all()  # <pad>, </s>, <unk>: T5's ids
     assert vocab.eos_ids == {1}

@@ -1,4 +1,4 @@
-"""Workspace fusion through the server: a real LSP client (pytest-lsp) against `cpc-lsp` on the default model.
+"""Fusion through the server: a real LSP client (pytest-lsp) against `cpc-lsp` on the default model.
 
 The open documents and the workspace folder's files reach the decoder
 (the server's side of fusion): a name defined in another open file, or only in a
@@ -62,7 +62,7 @@ def zephyr_ignored_helper():
     return 1
 '''
 PROJECT_MODULES = sorted(Path(json.__file__).parent.glob("*.py"))
-"""The rest of the project: real modules, so that fusion has the evidence of a project (`WorkspaceModel.pull`)."""
+"""The rest of the project: real modules, so that fusion has the evidence of a project (`ProjectCorpus.pull`)."""
 EXPECTED_FILES = 2 + len(PROJECT_MODULES)  # .gitignore, store.py and the modules; ignored.py is ignored, logo.png binary
 
 
@@ -132,7 +132,7 @@ def configure(client: LanguageClient, **settings) -> None:
 
 async def settled(client: LanguageClient):
     """`cpc/status` once the worker has applied every queued document update."""
-    return await wait_for_status(client, lambda s: s.workspace.pending == 0, "the workspace model updates", 60)
+    return await wait_for_status(client, lambda s: s.workspace.pending == 0, "the corpus updates", 60)
 
 
 async def test_a_name_defined_in_another_open_file_is_completed(client: LanguageClient, record_property):

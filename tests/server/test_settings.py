@@ -5,14 +5,14 @@ from __future__ import annotations
 import pytest
 
 from cpc.fusion import FusionWeights
-from cpc.workspace import WorkspaceLimits
+from cpc.folder_files import ReadLimits
 from lsp_server.settings import Settings
 
 
 def test_defaults_turn_fusion_and_indexing_on_with_the_tuned_weights_and_caps():
     settings = Settings()
     assert settings.fusion_weights == FusionWeights()
-    assert settings.workspace_limits == WorkspaceLimits(max_file_bytes=512_000, max_total_bytes=20_000_000, max_files=5000)
+    assert settings.read_limits == ReadLimits(max_file_bytes=512_000, max_total_bytes=20_000_000, max_files=5000)
     assert {key: settings.as_client_json()[key] for key in ("fusion", "fusionWeight", "workspaceIndexing")} == {
         "fusion": True,
         "fusionWeight": 1.0,
@@ -30,9 +30,9 @@ def test_fusion_weight_scales_both_weights():
 
 def test_fusion_off_means_no_weights_and_no_workspace_reading():
     settings, _ = Settings().updated({"fusion": False})
-    assert settings.fusion_weights is None and settings.workspace_limits is None
+    assert settings.fusion_weights is None and settings.read_limits is None
     settings, _ = Settings().updated({"workspaceIndexing": False})
-    assert settings.fusion_weights == FusionWeights() and settings.workspace_limits is None
+    assert settings.fusion_weights == FusionWeights() and settings.read_limits is None
 
 
 def test_workspace_caps_reach_the_limits():
@@ -40,7 +40,7 @@ def test_workspace_caps_reach_the_limits():
         {"workspaceMaxBytes": 1000, "workspaceMaxFileBytes": 100, "workspaceMaxFiles": 0}
     )
     assert problems == []
-    assert settings.workspace_limits == WorkspaceLimits(max_file_bytes=100, max_total_bytes=1000, max_files=0)
+    assert settings.read_limits == ReadLimits(max_file_bytes=100, max_total_bytes=1000, max_files=0)
 
 
 @pytest.mark.parametrize(

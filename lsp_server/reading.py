@@ -1,6 +1,6 @@
-"""What workspace fusion reads: the open documents, queued on the engine's worker, and the workspace folders.
+"""What fusion's corpus reads: the open documents, queued on the engine's worker, and the workspace folders.
 
-The session's workspace model (`cpc.session.CompletionSession`) follows the
+The session's corpus (`cpc.session.CompletionSession.corpus`) follows the
 open documents: each ``didOpen``/``didChange`` queues the document's newest
 text on the worker thread, so a completion submitted after it sees it, and
 edits queued meanwhile are coalesced (`queue_document`). It reads the
@@ -24,24 +24,25 @@ from typing import Any
 from pygls.uris import to_fs_path, uri_scheme
 from pygls.workspace import Workspace
 
-from cpc.session import CompletionSession, ScanReport, WorkspaceLimits
+from cpc.session import CompletionSession, ReadLimits, ReadReport
 from lsp_server.progress import ProgressBar, call_soon, settle
 
-log = logging.getLogger("cpc-lsp.indexing")
+log = logging.getLogger("cpc-lsp.reading")
 
 
 @dataclass
-class IndexingJob:
-    """One reading of the workspace folders into the session's workspace model (or the lack of one)."""
+class ReadingJob:
+    """One reading of the workspace folders into the session's corpus (or the lack of one)."""
 
-    limits: WorkspaceLimits | None = None
+    limits: ReadLimits | None = None
     """None: no folder is read (``fusion`` or ``workspaceIndexing`` is off)."""
     folders: tuple[str, ...] = ()
     state: str = "off"
-    """``off``, ``no folders``, ``waiting`` (for the model), ``indexing``, ``ready``, ``cancelled`` or ``failed``."""
-    workspace: object | None = None
-    """The workspace model it reads into."""
-    report: ScanReport = field(default_factory=ScanReport)
+    """``off``, ``no folders``, ``waiting`` (for the model), ``indexing`` (the status's word for reading), ``ready``,
+    ``cancelled`` or ``failed``."""
+    corpus: object | None = None
+    """The corpus it reads into."""
+    report: ReadReport = field(default_factory=ReadReport)
     seconds: float | None = None
     error: str | None = None
     stop: threading.Event = field(default_factory=threading.Event)
@@ -64,32 +65,32 @@ class IndexingJob:
 
 
 @dataclass(eq=False)
-class WorkspaceIndexer:
-    """Feeds the session's workspace model: open documents on the worker, folders on a thread of their own."""
+class CorpusFeeder:
+    """Feeds the session's corpus: open documents on the worker, folders on a thread of their own."""
 
     session: CompletionSession
     worker: Executor
     workspace: Callable[[], Workspace]
     """The client's documents and folders."""
-    limits: Callable[[], WorkspaceLimits | None]
+    limits: Callable[[], ReadLimits | None]
     """What a reading may read (None: no folder is read)."""
     model_ready: Callable[[], bool]
-    """A model is loaded and none is loading: the workspace model is the one that will serve."""
+    """A model is loaded and none is loading: the corpus is the one that will serve."""
     progress_bar: Callable[[str], ProgressBar]
     log_line: Callable[[str], None]
-    job: IndexingJob = field(default_factory=IndexingJob, init=False)
+    job: ReadingJob = field(default_factory=ReadingJob, init=False)
     folders_given: bool = field(default=False, init=False)
     """Whether the client sent ``workspaceFolders`` (then ``rootUri`` is not read, even with no folder left)."""
     pending: int = field(default=0, init=False)
-    """Workspace model updates submitted to the worker and not done yet (``cpc/status``: ``pending``)."""
+    """Corpus updates submitted to the worker and not done yet (``cpc/status``: ``pending``)."""
     _pending_texts: dict[str, str] = field(default_factory=dict, init=False)
-    """Document texts queued for the workspace model: the newest per document."""
+    """Document texts queued for the corpus: the newest per document."""
     _pending_lock: threading.Lock = field(default_factory=threading.Lock, init=False)
 
     # -- open documents ------------------------------------------------------------
 
     def queue_document(self, uri: str) -> None:
-        """Bring the workspace model up to date with document ``uri`` (open) on the worker thread.
+        """Bring the corpus up to date with document ``uri`` (open) on the worker thread.
 
         Queued behind whatever the worker has, so a completion requested
         after this edit sees it; edits queued meanwhile are coalesced: the
@@ -105,7 +106,7 @@ class WorkspaceIndexer:
             self._submit(self._apply_document, uri)
 
     def forget_document(self, uri: str) -> None:
-        """Document ``uri`` was closed: its suggestions go now, its text leaves the workspace model on the worker."""
+        """Document ``uri`` was closed: its suggestions go now, its text leaves the corpus on the worker."""
         with self._pending_lock:
             self._pending_texts.pop(uri, None)
         self.session.forget(uri)
@@ -121,8 +122,8 @@ class WorkspaceIndexer:
         def run() -> None:
             try:
                 work(uri)
-            except Exception:  # the workspace model must not take the worker down
-                log.exception("updating the workspace model failed")
+            except Exception:  # the corpus must not take the worker down
+                log.exception("updating the corpus failed")
             finally:
                 with self._pending_lock:
                     self.pending -= 1
@@ -150,10 +151,10 @@ class WorkspaceIndexer:
         """Cancel the reading of the workspace folders, if one runs (a model load will start it again)."""
         self.job.stop.set()
         if self.job.state == "indexing":
-            self.job = IndexingJob(self.job.limits, self.job.folders, state="waiting")
+            self.job = ReadingJob(self.job.limits, self.job.folders, state="waiting")
 
     def refresh(self) -> None:
-        """Read the workspace folders again if what to read changed, or the workspace model did.
+        """Read the workspace folders again if what to read changed, or the corpus did.
 
         Called when the settings change, the folders change and a model load
         ends. A reading under way for something else is cancelled first;
@@ -165,18 +166,18 @@ class WorkspaceIndexer:
         if not self.model_ready():
             if (limits, folders) != (current.limits, current.folders) or current.state == "indexing":
                 current.stop.set()
-                self.job = IndexingJob(limits, folders, state="waiting" if limits and folders else "off")
+                self.job = ReadingJob(limits, folders, state="waiting" if limits and folders else "off")
             return
-        workspace = self.session.workspace
-        same = (limits, folders, workspace) == (current.limits, current.folders, current.workspace)
+        corpus = self.session.corpus
+        same = (limits, folders, corpus) == (current.limits, current.folders, current.corpus)
         if same and current.state != "cancelled":
             return
         current.stop.set()
-        self.job = IndexingJob(limits, folders, state="indexing", workspace=workspace)
+        self.job = ReadingJob(limits, folders, state="indexing", corpus=corpus)
         asyncio.ensure_future(self._read(self.job))
 
-    async def _read(self, job: IndexingJob) -> None:
-        """Read ``job``'s folders into its workspace model on a thread of its own, with work-done progress."""
+    async def _read(self, job: ReadingJob) -> None:
+        """Read ``job``'s folders into its corpus on a thread of its own, with work-done progress."""
         reading = bool(job.limits and job.folders)
         bar = self.progress_bar("cpc: reading the workspace")
         if reading:
@@ -186,8 +187,8 @@ class WorkspaceIndexer:
 
         def run() -> None:
             try:
-                result = self.session.index_workspace(
-                    job.folders if reading else (), job.limits or WorkspaceLimits(), bar.report, job.stop.is_set,
+                result = self.session.read_folders(
+                    job.folders if reading else (), job.limits or ReadLimits(), bar.report, job.stop.is_set,
                     job.report,
                 )
             except BaseException as error:  # noqa: BLE001 - handed to the event loop
@@ -196,7 +197,7 @@ class WorkspaceIndexer:
                 call_soon(loop, settle, done, result, None)
 
         started = time.perf_counter()
-        threading.Thread(target=run, name="cpc-workspace", daemon=True).start()
+        threading.Thread(target=run, name="cpc-reading", daemon=True).start()
         try:
             await done
         except Exception as error:
@@ -210,7 +211,7 @@ class WorkspaceIndexer:
         finally:
             bar.end(message)
 
-    def _settled(self, job: IndexingJob) -> str:
+    def _settled(self, job: ReadingJob) -> str:
         """Settle ``job``'s state after its reading ended; a log line; the progress's last message."""
         report = job.report
         if report.stopped == "cancelled":
@@ -223,7 +224,7 @@ class WorkspaceIndexer:
             job.state = "no folders"
             return "no folders"
         job.state = "ready"
-        stats = self.session.workspace_stats() or {}
+        stats = self.session.corpus_stats() or {}
         stopped = f"; stopped at {report.stopped}" if report.stopped else ""
         self.log_line(
             f"workspace read: {report.files} files, {report.bytes} bytes, {stats.get('tokens', 0)} tokens, "
@@ -233,5 +234,5 @@ class WorkspaceIndexer:
         return f"{report.files} files"
 
     def as_json(self) -> dict[str, Any]:
-        """``cpc/status``'s ``workspace``: the workspace model's counts, the updates pending, the reading."""
-        return {**(self.session.workspace_stats() or {}), "pending": self.pending, **self.job.as_json()}
+        """``cpc/status``'s ``workspace``: the corpus's counts, the updates pending, the reading."""
+        return {**(self.session.corpus_stats() or {}), "pending": self.pending, **self.job.as_json()}

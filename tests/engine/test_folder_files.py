@@ -1,4 +1,4 @@
-"""Workspace discovery (`cpc.workspace`) on real directory trees: git's ignore rules, binaries, caps, links."""
+"""Reading folders (`cpc.folder_files`) on real directory trees: git's ignore rules, binaries, caps, links."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from cpc.workspace import ScanReport, WorkspaceLimits, workspace_files
+from cpc.folder_files import ReadLimits, ReadReport, folder_files
 
 
 def write(root: Path, rel: str, data: str | bytes = "x = 1\n") -> Path:
@@ -28,7 +28,7 @@ def names(root: Path, files) -> list[str]:
 
 
 def scan(root: Path, **kwargs) -> list[str]:
-    return names(root, workspace_files([root], **kwargs))
+    return names(root, folder_files([root], **kwargs))
 
 
 IGNORE_TREE = {
@@ -164,8 +164,8 @@ def test_binaries_and_non_utf8_are_skipped_text_is_kept(tmp_path):
     write(tmp_path, "bom.py", b"\xef\xbb\xbfx = 1\n")
     # a NUL past the first 8 KiB is not the binary sniff's business, and it is valid UTF-8
     write(tmp_path, "nul_after_8k.txt", b"c" * 9000 + b"\x00")
-    report = ScanReport()
-    files = {f.path.name: f.text for f in workspace_files([tmp_path], report=report)}
+    report = ReadReport()
+    files = {f.path.name: f.text for f in folder_files([tmp_path], report=report)}
     assert sorted(files) == ["bom.py", "nul_after_8k.txt", "unicode.py"]
     assert files["unicode.py"] == "naïve = '日本語 🫨'\n"
     assert files["bom.py"] == "x = 1\n"
@@ -173,11 +173,11 @@ def test_binaries_and_non_utf8_are_skipped_text_is_kept(tmp_path):
 
 
 def test_oversize_files_are_skipped_by_size(tmp_path):
-    limits = WorkspaceLimits(max_file_bytes=1000)
+    limits = ReadLimits(max_file_bytes=1000)
     write(tmp_path, "at_cap.py", "a" * 1000)
     write(tmp_path, "over_cap.py", "a" * 1001)
     write(tmp_path, "small.py", "b = 2\n")
-    report = ScanReport()
+    report = ReadReport()
     assert scan(tmp_path, limits=limits, report=report) == ["at_cap.py", "small.py"]
     assert report.skipped_large == 1 and report.stopped is None
 
@@ -186,8 +186,8 @@ def test_total_cap_stops_before_exceeding_and_keeps_shallow_files_first(tmp_path
     for i in range(5):
         write(tmp_path, f"f{i}.py", "x" * 100)
         write(tmp_path, f"deep/er/d{i}.py", "y" * 100)
-    report = ScanReport()
-    got = scan(tmp_path, limits=WorkspaceLimits(max_total_bytes=650), report=report)
+    report = ReadReport()
+    got = scan(tmp_path, limits=ReadLimits(max_total_bytes=650), report=report)
     assert got == [f"f{i}.py" for i in range(5)] + ["deep/er/d0.py"]
     assert report.bytes == 600 <= 650 and report.stopped == "max_total_bytes"
 
@@ -195,8 +195,8 @@ def test_total_cap_stops_before_exceeding_and_keeps_shallow_files_first(tmp_path
 def test_file_count_cap(tmp_path):
     for i in range(10):
         write(tmp_path, f"f{i:02}.py")
-    report = ScanReport()
-    assert scan(tmp_path, limits=WorkspaceLimits(max_files=4), report=report) == [f"f{i:02}.py" for i in range(4)]
+    report = ReadReport()
+    assert scan(tmp_path, limits=ReadLimits(max_files=4), report=report) == [f"f{i:02}.py" for i in range(4)]
     assert report.stopped == "max_files"
 
 
@@ -204,8 +204,8 @@ def test_entry_cap_bounds_the_walk_even_when_nothing_is_read(tmp_path):
     write(tmp_path, ".gitignore", "*.o\n")
     for i in range(50):
         write(tmp_path, f"obj/{i}.o")
-    report = ScanReport()
-    assert scan(tmp_path, limits=WorkspaceLimits(max_entries=20), report=report) == [".gitignore"]
+    report = ReadReport()
+    assert scan(tmp_path, limits=ReadLimits(max_entries=20), report=report) == [".gitignore"]
     assert report.stopped == "max_entries" and report.entries == 21
 
 
@@ -221,8 +221,8 @@ def test_symbolic_links_are_not_followed_loops_end(tmp_path):
     (root / "out_file.txt").symlink_to(outside / "secret.txt")
     (root / "alias.py").symlink_to(root / "a" / "code.py")
     (root / "dangling.py").symlink_to(root / "missing.py")
-    report = ScanReport()
-    got = [(f.path.relative_to(root).as_posix(), f.text) for f in workspace_files([root], report=report)]
+    report = ReadReport()
+    got = [(f.path.relative_to(root).as_posix(), f.text) for f in folder_files([root], report=report)]
     assert got == [("a/code.py", "x = 1\n")]
     assert report.stopped is None
 
@@ -267,7 +267,7 @@ def test_several_folders_walk_together_and_a_file_is_read_once(tmp_path):
     write(tmp_path, "one/sub/deep1.py")
     write(tmp_path, "two/top2.py")
     folders = [tmp_path / "one", tmp_path / "two", tmp_path / "one" / "sub", tmp_path / "one"]
-    got = [f.path.relative_to(tmp_path).as_posix() for f in workspace_files(folders)]
+    got = [f.path.relative_to(tmp_path).as_posix() for f in folder_files(folders)]
     assert got == ["one/top1.py", "two/top2.py", "one/sub/deep1.py"]
 
 
@@ -275,32 +275,32 @@ def test_cancellation_returns_early(tmp_path):
     for i in range(20):
         write(tmp_path, f"f{i:02}.py")
     seen: list[str] = []
-    report = ScanReport()
-    for f in workspace_files([tmp_path], cancelled=lambda: len(seen) >= 3, report=report):
+    report = ReadReport()
+    for f in folder_files([tmp_path], cancelled=lambda: len(seen) >= 3, report=report):
         seen.append(f.path.name)
     assert seen == ["f00.py", "f01.py", "f02.py"]
     assert report.stopped == "cancelled"
-    assert list(workspace_files([tmp_path], cancelled=lambda: True)) == []
+    assert list(folder_files([tmp_path], cancelled=lambda: True)) == []
 
 
 def test_progress_every_hundred_files_then_done(tmp_path):
     for i in range(250):
         write(tmp_path, f"f{i:03}.py")
     calls: list[tuple[str, float | None]] = []
-    files = list(workspace_files([tmp_path], progress=lambda message, fraction: calls.append((message, fraction))))
+    files = list(folder_files([tmp_path], progress=lambda message, fraction: calls.append((message, fraction))))
     assert len(files) == 250
     assert [fraction for _, fraction in calls] == [None, None, 1.0]
-    assert calls[0][0] == "Workspace: 99 files, 594 bytes"
-    assert calls[-1][0] == "Workspace: 250 files, 1500 bytes"
+    assert calls[0][0] == "Folders: 99 files, 594 bytes"
+    assert calls[-1][0] == "Folders: 250 files, 1500 bytes"
 
 
 def test_missing_or_unreadable_folder_gives_nothing(tmp_path):
-    report = ScanReport()
-    assert list(workspace_files([tmp_path / "missing"], report=report)) == []
+    report = ReadReport()
+    assert list(folder_files([tmp_path / "missing"], report=report)) == []
     assert report.skipped_unreadable == 1
 
 
 @pytest.mark.parametrize("field", ["max_file_bytes", "max_total_bytes", "max_files", "max_entries"])
 def test_limits_reject_negative_values(field):
     with pytest.raises(ValueError, match=field):
-        WorkspaceLimits(**{field: -1})
+        ReadLimits(**{field: -1})

@@ -1,4 +1,4 @@
-"""``python -m harness.bench --workspace``: does the rest of the repository help? Completion on repository-level cases.
+"""``python -m harness.bench --cross-file``: does the rest of the repository help? Completion on repository-level cases.
 
 A case is a cursor in a file of a *source directory* (a standard-library
 package such as ``email/``, or a ``lib/`` of an npm package), strictly
@@ -7,18 +7,18 @@ inside an identifier. Two categories, half the cases each:
 - ``cross_file``: a name (not a keyword or builtin) that occurs in another
   file of the directory and nowhere before the cursor in its own file; the
   cursor sits 2 characters into it. Only the rest of the repository can
-  tell the model this name: this is where workspace fusion should help.
+  tell the model this name: this is where fusion should help.
 - ``any``: any identifier, the cursor anywhere strictly inside it (the
   distribution of `harness.bench.quality`).
 
-What a case's request may know (its *workspace*): the other files of the
+What a case's request may know (its *project*): the other files of the
 directory and the cursor's file without the cursor's line (an open
 document). Every mode completes every case from cold caches, single-line,
 prefix only:
 
 - ``cpc``, ``naive``, ``heal``: `cpc.generate` as it is;
-- ``+fusion``: the same, with `cpc.fusion` scores of the workspace in the
-  decoder (``WorkspaceModel.fusion(current=...)``, weights from
+- ``+fusion``: the same, with `cpc.fusion` scores of the project in the
+  decoder (``ProjectCorpus.fusion(current=...)``, weights from
   ``--fusion-weights``);
 - ``+context``: the peers' way (Continue, llama.vim, Tabby): the 30-line
   window of the other files whose identifiers are most like (Jaccard) those
@@ -30,7 +30,7 @@ Metrics per mode, per category and overall: `harness.bench.quality`'s
 ``word_exact`` and ``line_exact``; ``next_identifier`` (the identifier at the cursor, completed,
 is the true one); ``identifier_exact`` (the identifiers of the completed
 line are the true line's); ``undefined_rate`` (of the names a completion
-writes in code, the share that exist nowhere in the workspace, the file, the
+writes in code, the share that exist nowhere in the project, the file, the
 language's builtins and keywords, or the modules the file imports, read as
 source and never executed); latency (request plus what a mode prepares:
 the fusion object, the context retrieval) and model calls.
@@ -39,8 +39,8 @@ Source-directory sets: ``dev`` (standard-library packages a–m and npm's own
 ``node_modules/*/lib``: tune here) and ``check`` (standard-library packages
 n–z: never tune on them), or a glob of directories.
 
-This module owns the case drawing, the workspace of a case, the identifier
-metrics and the run; the source directories are `harness.bench.corpus`'s,
+This module owns the case drawing, the project of a case, the identifier
+metrics and the run; the source directories are `harness.bench.sources`'s,
 the context baseline `harness.bench.retrieval`'s, and the cold request, the
 word/line scores and the summaries `harness.bench.quality`'s.
 """
@@ -57,18 +57,17 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from cpc.fusion import FusionWeights, WorkspaceModel
+from cpc.fusion import FusionWeights, ProjectCorpus
 from cpc.generate import MODES, Options
 from harness.bench import quality
-from harness.bench.corpus import Directory, Language, builtin_names, imported_names, source_dirs
 from harness.bench.report import LATENCY_COLUMNS, grouped_bars, print_rows, pyplot, ratio
 from harness.bench.retrieval import Chunk, best_chunk, chunks_of, with_context
+from harness.bench.sources import Directory, Language, builtin_names, imported_names, source_dirs
 
 if TYPE_CHECKING:
     from cpc.engine import Engine
 
 CATEGORIES = ("cross_file", "any")
-WORKSPACES = ("dev", "check")
 DEFAULT_MODES = ("cpc", "cpc+fusion", "cpc+context", "naive+fusion")
 EXTRAS = ("fusion", "context")
 RATES = ("next_identifier", "identifier_exact", "word_exact", "line_exact")
@@ -88,7 +87,7 @@ MAX_LINE_CHARS = 400
 
 
 @dataclass(frozen=True)
-class WorkspaceCase:
+class CrossFileCase:
     directory: str
     """The directory's label."""
     file: str
@@ -107,7 +106,7 @@ class WorkspaceCase:
     line_rest: str
 
 
-def draw_cases(dirs: list[Directory], count: int, seed: int) -> list[WorkspaceCase]:
+def draw_cases(dirs: list[Directory], count: int, seed: int) -> list[CrossFileCase]:
     """``count`` cursors, half ``cross_file`` and half ``any``.
 
     A language is drawn first (each present one equally often), then a
@@ -119,7 +118,7 @@ def draw_cases(dirs: list[Directory], count: int, seed: int) -> list[WorkspaceCa
     for directory in dirs:
         by_language.setdefault(directory.language.name, []).append(directory)
     languages = sorted(by_language)
-    cases: list[WorkspaceCase] = []
+    cases: list[CrossFileCase] = []
     seen: set[tuple[str, int]] = set()
     words_of: dict[tuple[str, str], list[re.Match]] = {}
     for _ in range(count * 200):
@@ -147,7 +146,7 @@ def draw_cases(dirs: list[Directory], count: int, seed: int) -> list[WorkspaceCa
         wanted[category] -= 1
         prefix, word_rest, line_rest = quality.around_cursor(source, cursor, word.end())
         cases.append(
-            WorkspaceCase(
+            CrossFileCase(
                 directory=directory.label,
                 file=path,
                 category=category,
@@ -195,7 +194,7 @@ def current_document(source: str, line_number: int) -> str:
 
 
 @dataclass(frozen=True)
-class WorkspaceOutcome:
+class CrossFileOutcome:
     category: str
     next_identifier: bool
     identifier_exact: bool
@@ -215,7 +214,7 @@ class WorkspaceOutcome:
     """Words the completion wrote in comments and strings (not names, so not counted in ``names``)."""
 
 
-def produced_names(case: WorkspaceCase, text: str, directory: Directory) -> tuple[list[str], int]:
+def produced_names(case: CrossFileCase, text: str, directory: Directory) -> tuple[list[str], int]:
     """The names a completion writes in code: those of the typed part of the identifier plus the completion,
     outside comments and strings; and how many words it writes in those (none for an empty completion).
 
@@ -236,13 +235,13 @@ def produced_names(case: WorkspaceCase, text: str, directory: Directory) -> tupl
     return names, len(language.names_in(written)) - len(names)
 
 
-def next_identifier(case: WorkspaceCase, text: str, language: Language) -> bool:
+def next_identifier(case: CrossFileCase, text: str, language: Language) -> bool:
     """The first identifier of the typed part + the completion (the identifier at the cursor) is the true one."""
     found = language.names.search(case.typed + text)
     return found is not None and found.group() == case.identifier
 
 
-def identifier_exact(case: WorkspaceCase, text: str, language: Language) -> bool:
+def identifier_exact(case: CrossFileCase, text: str, language: Language) -> bool:
     """The completed line has exactly the true line's identifiers, in order."""
     line = case.line_start + text.rstrip()
     return language.names_in(line) == language.names_in(case.line_start + case.line_rest)
@@ -251,7 +250,7 @@ def identifier_exact(case: WorkspaceCase, text: str, language: Language) -> bool
 class KnownNames:
     """Whether a name exists somewhere a request could know of (for ``undefined_rate``)."""
 
-    def __init__(self, directory: Directory, case: WorkspaceCase) -> None:
+    def __init__(self, directory: Directory, case: CrossFileCase) -> None:
         language = directory.language
         source = directory.texts[case.file]
         self.directory = directory
@@ -271,7 +270,7 @@ class KnownNames:
 
 
 
-def score(case: WorkspaceCase, directory: Directory, text: str) -> dict:
+def score(case: CrossFileCase, directory: Directory, text: str) -> dict:
     """The quality fields of an outcome for a completion ``text``."""
     language = directory.language
     produced, in_prose = produced_names(case, text, directory)
@@ -287,7 +286,7 @@ def score(case: WorkspaceCase, directory: Directory, text: str) -> dict:
     }
 
 
-def summarise(outcomes: list[WorkspaceOutcome]) -> dict:
+def summarise(outcomes: list[CrossFileOutcome]) -> dict:
     """`harness.bench.quality.summarise` with the identifier rates, plus the undefined-name rate over all names produced."""
     row = quality.summarise(outcomes, rates=RATES)
     if outcomes:
@@ -310,43 +309,43 @@ def parse_mode(mode: str) -> tuple[str, bool, bool]:
     return base, "fusion" in extras, "context" in extras
 
 
-class Workspaces:
-    """The `cpc.fusion.WorkspaceModel` of one directory at a time, built once from all its files; the
+class DirectoryCorpora:
+    """The `cpc.fusion.ProjectCorpus` of one directory at a time, built once from all its files; the
     cursor's file is withheld from it and served as an open document (without the cursor's line)."""
 
     def __init__(self, engine: Engine, progress: Callable[[str, float], None]) -> None:
         self.engine = engine
         self.progress = progress
         self.directory: Directory | None = None
-        self.model = None
+        self.corpus = None
         self.withheld: str | None = None
         self.stats: dict[str, dict] = {}
 
-    def fusion(self, directory: Directory, case: WorkspaceCase, weights: FusionWeights) -> tuple[object, float]:
+    def fusion(self, directory: Directory, case: CrossFileCase, weights: FusionWeights) -> tuple[object, float]:
         """The fusion object for ``case`` and how long making it took (ms)."""
         if directory is not self.directory:
-            self.directory, self.model, self.withheld = directory, None, None
+            self.directory, self.corpus, self.withheld = directory, None, None
             started = time.perf_counter()
-            model = WorkspaceModel(self.engine.tokenizer)
+            corpus = ProjectCorpus(self.engine.tokenizer)
             for number, (path, text) in enumerate(directory.texts.items()):
-                model.add_file(path, text)
-                self.progress(f"indexing {directory.label}", (number + 1) / len(directory.texts))
-            model.commit()
-            self.stats[directory.label] = {"build_ms": round((time.perf_counter() - started) * 1000, 1)} | model.stats()
-            self.model = model
+                corpus.add_file(path, text)
+                self.progress(f"counting {directory.label}", (number + 1) / len(directory.texts))
+            corpus.commit()
+            self.stats[directory.label] = {"build_ms": round((time.perf_counter() - started) * 1000, 1)} | corpus.stats()
+            self.corpus = corpus
         if self.withheld != case.file:
             if self.withheld is not None:
-                self.model.close_document(_document_key(self.withheld))
-                self.model.add_file(self.withheld, directory.texts[self.withheld])
-            self.model.remove_file(case.file)
-            self.model.commit()
+                self.corpus.close_document(_document_key(self.withheld))
+                self.corpus.add_file(self.withheld, directory.texts[self.withheld])
+            self.corpus.remove_file(case.file)
+            self.corpus.commit()
             self.withheld = case.file
         # The document is the file without the cursor's line already: no line of it is left out.
-        self.model.update_document(
+        self.corpus.update_document(
             _document_key(case.file), current_document(directory.texts[case.file], case.line_number)
         )
         started = time.perf_counter()
-        fusion = self.model.fusion(current=_document_key(case.file), weights=weights, cursor_line=None)
+        fusion = self.corpus.fusion(current=_document_key(case.file), weights=weights, cursor_line=None)
         return fusion, (time.perf_counter() - started) * 1000
 
 
@@ -355,9 +354,9 @@ def _document_key(path: str) -> str:
 
 
 def complete_case(
-    engine: Engine, directory: Directory, case: WorkspaceCase, mode: str, max_tokens: int,
-    workspaces: Workspaces | None, weights: FusionWeights | None, chunks: dict[str, list[Chunk]],
-) -> WorkspaceOutcome:
+    engine: Engine, directory: Directory, case: CrossFileCase, mode: str, max_tokens: int,
+    corpora: DirectoryCorpora | None, weights: FusionWeights | None, chunks: dict[str, list[Chunk]],
+) -> CrossFileOutcome:
     """One cold request of ``mode`` for ``case``, scored."""
     base, fused, context = parse_mode(mode)
     fusion, prepare_ms = None, 0.0
@@ -371,11 +370,11 @@ def complete_case(
         )
         prepare_ms += (time.perf_counter() - started) * 1000
     if fused:
-        fusion, fusion_ms = workspaces.fusion(directory, case, weights)
+        fusion, fusion_ms = corpora.fusion(directory, case, weights)
         prepare_ms += fusion_ms
     generation = quality.cold_generate(engine, prefix, Options(mode=base, max_tokens=max_tokens), fusion=fusion)
     text = quality.first_text(generation)
-    return WorkspaceOutcome(
+    return CrossFileOutcome(
         category=case.category,
         **score(case, directory, text),
         ms=round(generation.elapsed_ms + prepare_ms, 2),
@@ -387,7 +386,7 @@ def complete_case(
 
 def run(
     engine: Engine,
-    workspace: str,
+    directory_set: str,
     cases: int,
     seed: int,
     modes: list[str],
@@ -395,19 +394,19 @@ def run(
     weights: FusionWeights | None = None,
     progress: Callable[[str, float], None] | None = None,
 ) -> dict:
-    """The whole benchmark: the ``--json`` object of ``python -m harness.bench --workspace``."""
+    """The whole benchmark: the ``--json`` object of ``python -m harness.bench --cross-file``."""
     report = progress or (lambda message, fraction: None)
     for mode in modes:
         parse_mode(mode)
     fused = any(parse_mode(mode)[1] for mode in modes)
     if fused and weights is None:
         weights = FusionWeights()
-    dirs = {directory.label: directory for directory in source_dirs(workspace)}
+    dirs = {directory.label: directory for directory in source_dirs(directory_set)}
     drawn = draw_cases(list(dirs.values()), cases, seed)
-    # One directory at a time, one file after another: the workspace model is built once per directory.
+    # One directory at a time, one file after another: the corpus is built once per directory.
     order = sorted(range(len(drawn)), key=lambda k: (drawn[k].directory, drawn[k].file, k))
-    outcomes: dict[str, list[WorkspaceOutcome | None]] = {mode: [None] * len(drawn) for mode in modes}
-    workspaces = Workspaces(engine, report) if fused else None
+    outcomes: dict[str, list[CrossFileOutcome | None]] = {mode: [None] * len(drawn) for mode in modes}
+    corpora = DirectoryCorpora(engine, report) if fused else None
     chunks: dict[str, list[Chunk]] = {}
     chunks_of_dir = None
     for done, k in enumerate(order, start=1):
@@ -418,11 +417,11 @@ def run(
                       for path, text in directory.texts.items()}
             chunks_of_dir = case.directory
         for mode in modes:
-            outcomes[mode][k] = complete_case(engine, directory, case, mode, max_tokens, workspaces, weights, chunks)
+            outcomes[mode][k] = complete_case(engine, directory, case, mode, max_tokens, corpora, weights, chunks)
         report(f"case {done}/{len(drawn)} ({case.category}, {case.directory})", done / len(drawn))
     return {
         "model": engine.vocab.name,
-        "workspace": workspace,
+        "directory_set": directory_set,
         "directories": sorted({case.directory for case in drawn}),
         "cases": len(drawn),
         "seed": seed,
@@ -430,7 +429,7 @@ def run(
         "max_tokens": max_tokens,
         "fusion_weights": asdict(weights) if weights is not None else None,
         **_summaries(outcomes),
-        "workspaces": workspaces.stats if workspaces else {},
+        "corpora": corpora.stats if corpora else {},
         "per_case": [
             {
                 "directory": case.directory, "file": case.file, "category": case.category,
@@ -443,7 +442,7 @@ def run(
     }
 
 
-def _summaries(outcomes: dict[str, list[WorkspaceOutcome]]) -> dict:
+def _summaries(outcomes: dict[str, list[CrossFileOutcome]]) -> dict:
     """The result's ``results`` (per mode and category), ``overall`` (per mode) and ``acceptance``."""
     results = {
         mode: {category: summarise([o for o in rows if o.category == category]) for category in CATEGORIES}
@@ -488,7 +487,7 @@ def print_table(result: dict, stream=None) -> None:
     stream = stream or sys.stdout
     print(
         f"{result['model']}: {result['cases']} cases in {len(result['directories'])} directories of "
-        f"{result['workspace']!r} (seed {result['seed']})",
+        f"{result['directory_set']!r} (seed {result['seed']})",
         file=stream,
     )
     rows = []
@@ -506,8 +505,8 @@ def print_table(result: dict, stream=None) -> None:
     )
     for name, value in result["acceptance"].items():
         print(f"{name}: {json.dumps(value)}", file=stream)
-    for label, stats in result["workspaces"].items():
-        print(f"workspace {label}: {json.dumps(stats)}", file=stream)
+    for label, stats in result["corpora"].items():
+        print(f"corpus {label}: {json.dumps(stats)}", file=stream)
 
 
 def plot(result: dict, path: str) -> None:
@@ -541,7 +540,7 @@ def plot(result: dict, path: str) -> None:
     latency.legend(fontsize=8)
     fig.suptitle(
         f"{result['model']}: {result['cases']} cursors in {len(result['directories'])} directories of "
-        f"{result['workspace']!r} (seed {result['seed']})"
+        f"{result['directory_set']!r} (seed {result['seed']})"
     )
     fig.tight_layout()
     fig.savefig(path, dpi=120)

@@ -187,18 +187,18 @@ class Directory:
         return f"{self.label}/{Path(path).relative_to(self.path).as_posix()}"
 
 
-def source_dirs(workspace: str) -> list[Directory]:
+def source_dirs(directory_set: str) -> list[Directory]:
     """``dev``, ``check`` or a glob of directories (``<stdlib>`` is this interpreter's standard library)."""
-    if workspace == "dev":
+    if directory_set == "dev":
         paths = _stdlib_packages("a", "m") + _npm_libs()
-    elif workspace == "check":
+    elif directory_set == "check":
         paths = _stdlib_packages("n", "z")
     else:
-        pattern = workspace.replace(STDLIB, stdlib_dir())
+        pattern = directory_set.replace(STDLIB, stdlib_dir())
         paths = sorted(Path(name) for name in glob.glob(pattern, recursive=True) if Path(name).is_dir())
     dirs = [d for d in (load_directory(path) for path in paths) if d is not None]
     if not dirs:
-        raise ValueError(f"no source directory with two files or more matches {workspace!r}")
+        raise ValueError(f"no source directory with two files or more matches {directory_set!r}")
     return dirs
 
 

@@ -1,13 +1,13 @@
-"""How much memory and time fusion's workspace model takes for a large workspace.
+"""How much memory and time fusion's corpus takes for a large project.
 
 Reads text files (default: this interpreter's standard library) up to
-``--megabytes`` through `cpc.workspace.workspace_files`, counts them with
-`cpc.fusion.WorkspaceModel` in the default model's token ids, commits, and
-reports the bytes read, tokens, distinct names, the model's own memory
+``--megabytes`` through `cpc.folder_files.folder_files`, counts them with
+`cpc.fusion.ProjectCorpus` in the default model's token ids, commits, and
+reports the bytes read, tokens, distinct names, the corpus's own memory
 estimate, the process's resident-memory growth, the seconds per stage, and
-the time of one `WorkspaceModel.fusion` snapshot and one ``advance``.
+the time of one `ProjectCorpus.fusion` snapshot and one ``advance``.
 
-    python benchmarks/bench_workspace_memory.py --megabytes 50 --json out.json
+    python benchmarks/bench_corpus_memory.py --megabytes 50 --json out.json
 """
 
 from __future__ import annotations
@@ -20,11 +20,11 @@ import sysconfig
 import time
 from pathlib import Path
 
-from cpc.fusion import WorkspaceModel
+from cpc.folder_files import ReadLimits, folder_files
+from cpc.fusion import ProjectCorpus
 from cpc.gguf import GGUFModel
 from cpc.model_files import stderr_progress
 from cpc.tokenizer import LlamaTokenizer
-from cpc.workspace import WorkspaceLimits, workspace_files
 
 
 def _rss_mb() -> float:
@@ -44,20 +44,20 @@ def main() -> int:
     args = parser.parse_args()
 
     tokenizer = LlamaTokenizer(GGUFModel.open(args.model, vocab_only=True))
-    workspace = WorkspaceModel(tokenizer)
+    corpus = ProjectCorpus(tokenizer)
     before = _rss_mb()
-    limits = WorkspaceLimits(max_total_bytes=int(args.megabytes * 1e6), max_files=100_000, max_entries=1_000_000)
+    limits = ReadLimits(max_total_bytes=int(args.megabytes * 1e6), max_files=100_000, max_entries=1_000_000)
     started = time.perf_counter()
     read = 0
-    for number, file in enumerate(workspace_files([Path(args.folder)], limits)):
-        workspace.add_file(str(file.path), file.text)
+    for number, file in enumerate(folder_files([Path(args.folder)], limits)):
+        corpus.add_file(str(file.path), file.text)
         read += len(file.text.encode("utf-8"))
         if number % 200 == 0:
             stderr_progress(f"counted {read / 1e6:.1f} MB", min(1.0, read / limits.max_total_bytes))
     counted = time.perf_counter()
-    workspace.commit()
+    corpus.commit()
     committed = time.perf_counter()
-    fusion = workspace.fusion(None)
+    fusion = corpus.fusion(None)
     snapshot = time.perf_counter()
     _, states = fusion.init_states(tuple(tokenizer.encode(b"import os\nos.path.")), b"import os\nos.path.", [((), b"")])
     fusion.advance(states)
@@ -65,7 +65,7 @@ def main() -> int:
     result = {
         "folder": args.folder,
         "bytes": read,
-        **{f"model_{key}": value for key, value in workspace.stats().items()},
+        **{f"corpus_{key}": value for key, value in corpus.stats().items()},
         "rss_growth_mb": round(_rss_mb() - before, 1),
         "count_s": round(counted - started, 1),
         "commit_s": round(committed - counted, 1),

@@ -1,11 +1,12 @@
-"""The text files of the workspace folders, found safely: a breadth-first walk that honours git's ignore rules.
+"""The text files of folders, read safely: a breadth-first walk that honours git's ignore rules and size caps.
 
-This module owns the walk over the client's ``workspaceFolders``: which files
-the fusion model reads and which it never sees. It knows no LSP types; the
-server turns its files into `cpc.fusion.WorkspaceModel.add_file` calls on a
-background thread, and its progress into ``$/progress``.
+This module owns the walk over folders (the server's are the client's
+``workspaceFolders``): which files fusion's corpus reads and which it never
+sees. It knows no LSP types; the session turns its files into
+`cpc.fusion.ProjectCorpus.add_file` calls on a background thread, and the
+server its progress into ``$/progress``.
 
-What a workspace folder may hold decides the rules:
+What a folder may hold decides the rules:
 
 - **only what git would see**: ``.gitignore`` files at every level (a nested
   one applies to its subtree and overrides the ones above it), the
@@ -40,7 +41,7 @@ from pathlib import Path
 import pathspec
 
 VCS_DIRS = frozenset({".git", ".hg", ".svn", ".bzr"})
-"""Names skipped wherever they appear: version-control metadata, never workspace text."""
+"""Names skipped wherever they appear: version-control metadata, never project text."""
 
 BINARY_SNIFF_BYTES = 8192
 """A NUL byte within this many leading bytes marks a binary (git's own heuristic)."""
@@ -55,11 +56,11 @@ _O_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK"
 
 
 @dataclass(frozen=True)
-class WorkspaceLimits:
+class ReadLimits:
     """Caps on what one walk reads (the server exposes them as settings).
 
     The defaults fit a large project's sources in a few tens of MB of fusion
-    counts while keeping the first index within seconds.
+    counts while keeping the first reading within seconds.
     """
 
     max_file_bytes: int = 512_000
@@ -75,19 +76,19 @@ class WorkspaceLimits:
         for name in ("max_file_bytes", "max_total_bytes", "max_files", "max_entries"):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 0:
-                raise ValueError(f"WorkspaceLimits.{name} must be a non-negative int, not {value!r}")
+                raise ValueError(f"ReadLimits.{name} must be a non-negative int, not {value!r}")
 
 
 @dataclass(frozen=True)
-class WorkspaceFile:
+class FolderFile:
     path: Path
-    """The file under its workspace folder as given (symbolic links in the folder's own path kept)."""
+    """The file under its folder as given (symbolic links in the folder's own path kept)."""
     text: str
     """The file's text, decoded as UTF-8 (a leading byte-order mark dropped), line breaks as on disk."""
 
 
 @dataclass
-class ScanReport:
+class ReadReport:
     """What a walk did, filled in as it goes (for ``cpc/status`` and logs)."""
 
     files: int = 0
@@ -101,7 +102,7 @@ class ScanReport:
     ``"cancelled"``); None when it read everything."""
 
 
-WorkspaceProgress = Callable[[str, float | None], None]
+ReadProgress = Callable[[str, float | None], None]
 """Called with a message and a fraction in [0, 1], or None while the total is unknown."""
 
 
@@ -124,14 +125,14 @@ class _Dir:
     layers: tuple[_Layer, ...] = field(default_factory=tuple)
 
 
-def workspace_files(
+def folder_files(
     folders: Iterable[str | os.PathLike[str]],
-    limits: WorkspaceLimits = WorkspaceLimits(),
-    progress: WorkspaceProgress | None = None,
+    limits: ReadLimits = ReadLimits(),
+    progress: ReadProgress | None = None,
     cancelled: Callable[[], bool] | None = None,
     *,
-    report: ScanReport | None = None,
-) -> Iterator[WorkspaceFile]:
+    report: ReadReport | None = None,
+) -> Iterator[FolderFile]:
     """The text files of ``folders`` that git would not ignore, breadth-first, in a fixed order.
 
     Within a directory, entries come in sorted name order; all folders are
@@ -141,7 +142,7 @@ def workspace_files(
     yielded once. ``progress`` is called every ~100 files looked at and once
     at the end (fraction 1.0); ``cancelled`` is polled before each directory
     and each file, and the walk returns as soon as it says True. Pass a
-    ``ScanReport`` to learn the counts and why the walk stopped.
+    ``ReadReport`` to learn the counts and why the walk stopped.
 
         >>> import tempfile
         >>> root = Path(tempfile.mkdtemp())
@@ -151,21 +152,21 @@ def workspace_files(
         >>> _ = (root / "debug.log").write_text("noise\\n")
         >>> _ = (root / "logo.png").write_bytes(b"\\x89PNG\\r\\n\\x1a\\n\\x00\\x00")
         >>> (root / "pkg").mkdir(); _ = (root / "pkg" / "util.py").write_text("HELPER = 2\\n")
-        >>> report = ScanReport()
-        >>> [f.path.relative_to(root).as_posix() for f in workspace_files([root], report=report)]
+        >>> report = ReadReport()
+        >>> [f.path.relative_to(root).as_posix() for f in folder_files([root], report=report)]
         ['.gitignore', 'app.py', 'pkg/util.py']
         >>> report.files, report.skipped_binary, report.stopped
         (3, 1, None)
     """
-    walk = _Walk(limits, progress, cancelled, report if report is not None else ScanReport())
+    walk = _Walk(limits, progress, cancelled, report if report is not None else ReadReport())
     yield from walk.files([os.path.abspath(os.fspath(folder)) for folder in folders])
 
 
 class _Walk:
-    """One breadth-first walk of `workspace_files`: its caps, its progress and its report."""
+    """One breadth-first walk of `folder_files`: its caps, its progress and its report."""
 
-    def __init__(self, limits: WorkspaceLimits, progress: WorkspaceProgress | None,
-                 cancelled: Callable[[], bool] | None, report: ScanReport) -> None:
+    def __init__(self, limits: ReadLimits, progress: ReadProgress | None,
+                 cancelled: Callable[[], bool] | None, report: ReadReport) -> None:
         self.limits = limits
         self.progress = progress
         self.cancelled = cancelled or (lambda: False)
@@ -174,7 +175,7 @@ class _Walk:
         """(device, inode) of the files read: a file reached twice is read once."""
         self.looked_at = 0
 
-    def files(self, roots: list[str]) -> Iterator[WorkspaceFile]:
+    def files(self, roots: list[str]) -> Iterator[FolderFile]:
         queue = deque(_Dir(root, "", _layers_above(root)) for root in roots)
         while queue:
             if self.cancelled():
@@ -210,7 +211,7 @@ class _Walk:
             queue.extend(subdirs)
         self._tell(1.0)
 
-    def _read(self, entry: os.DirEntry[str]) -> WorkspaceFile | str | None:
+    def _read(self, entry: os.DirEntry[str]) -> FolderFile | str | None:
         """The file, if it is text within the caps; the name of a cap that stops the walk; or None."""
         if self.cancelled():
             return "cancelled"
@@ -222,11 +223,11 @@ class _Walk:
             return outcome
         self.report.files += 1
         self.report.bytes += outcome[1]
-        return WorkspaceFile(Path(entry.path), outcome[0])
+        return FolderFile(Path(entry.path), outcome[0])
 
     def _tell(self, fraction: float | None, stopped: str = "") -> None:
         if self.progress is not None:
-            self.progress(f"Workspace: {self.report.files} files, {self.report.bytes} bytes{stopped}", fraction)
+            self.progress(f"Folders: {self.report.files} files, {self.report.bytes} bytes{stopped}", fraction)
 
     def _stop(self, reason: str) -> None:
         self.report.stopped = reason
@@ -279,7 +280,7 @@ def _ignored(layers: tuple[_Layer, ...], rel: str, is_dir: bool) -> bool:
 
 
 def _read_text(
-    path: str, limits: WorkspaceLimits, report: ScanReport, seen: set[tuple[int, int]]
+    path: str, limits: ReadLimits, report: ReadReport, seen: set[tuple[int, int]]
 ) -> tuple[str, int] | str | None:
     """(text, bytes) of a text file; None to skip it; a cap's name when the walk must stop."""
     try:

@@ -1,4 +1,4 @@
-"""`python -m harness.bench --workspace`: case drawing, the identifier metrics, the context baseline, and a tiny real run."""
+"""`python -m harness.bench --cross-file`: case drawing, the identifier metrics, the context baseline, and a tiny real run."""
 
 import json
 import re
@@ -8,8 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.bench import corpus, quality, retrieval
-from harness.bench import workspace as bw
+from harness.bench import cross_file, quality, retrieval, sources
 
 DEFINES = '''"""Checksums."""
 
@@ -55,8 +54,8 @@ def package(tmp_path) -> Path:
 
 
 def case_at(
-    directory: corpus.Directory, path: Path, needle: str, typed: int, category: str = "any", after: str = ""
-) -> bw.WorkspaceCase:
+    directory: sources.Directory, path: Path, needle: str, typed: int, category: str = "any", after: str = ""
+) -> cross_file.CrossFileCase:
     """The case with the cursor ``typed`` characters into the first whole-word ``needle`` of ``path``
     after the text ``after``."""
     source = directory.texts[str(path)]
@@ -65,7 +64,7 @@ def case_at(
     cursor = start + typed
     line_begin = source.rfind("\n", 0, cursor) + 1
     prefix, word_rest, line_rest = quality.around_cursor(source, cursor, start + len(needle))
-    return bw.WorkspaceCase(
+    return cross_file.CrossFileCase(
         directory=directory.label, file=str(path), category=category, identifier=needle,
         line_number=source.count("\n", 0, cursor), typed=needle[:typed], line_start=source[line_begin:cursor],
         prefix=prefix, word_rest=word_rest, line_rest=line_rest,
@@ -76,26 +75,26 @@ def case_at(
 
 
 def test_a_directory_leaves_tests_out(package):
-    directory = corpus.load_directory(package)
-    assert directory.language is corpus.PYTHON
+    directory = sources.load_directory(package)
+    assert directory.language is sources.PYTHON
     assert sorted(Path(p).name for p in directory.texts) == ["checksums.py", "frame.py"]  # and no empty file
     assert directory.shown_path(str(package / "frame.py")).endswith("frames/frame.py")
 
 
 def test_cross_file_names_are_first_used_here_and_used_in_another_file(package):
-    directory = corpus.load_directory(package)
-    names = [m.group() for m in bw.cross_file_names(directory, str(package / "frame.py"))]
+    directory = sources.load_directory(package)
+    names = [m.group() for m in cross_file.cross_file_names(directory, str(package / "frame.py"))]
     assert "compute_weighted_checksum" in names and "ChecksumError" in names
     assert "textwrap" not in names  # no other file uses it
     assert "frame" not in names and "check_frame" not in names  # this file's own names
-    assert "zip" not in bw.cross_file_names(directory, str(package / "checksums.py"))  # builtins are no one's own
+    assert "zip" not in cross_file.cross_file_names(directory, str(package / "checksums.py"))  # builtins are no one's own
 
 
-@pytest.mark.parametrize("workspace", ["<stdlib>/json", "<stdlib>/email"])
-def test_drawn_cases_sit_inside_identifiers(workspace):
-    dirs = corpus.source_dirs(workspace)
+@pytest.mark.parametrize("directory_set", ["<stdlib>/json", "<stdlib>/email"])
+def test_drawn_cases_sit_inside_identifiers(directory_set):
+    dirs = sources.source_dirs(directory_set)
     by_label = {d.label: d for d in dirs}
-    cases = bw.draw_cases(dirs, 40, seed=5)
+    cases = cross_file.draw_cases(dirs, 40, seed=5)
     assert [c.category for c in cases].count("cross_file") == 20
     for case in cases:
         directory = by_label[case.directory]
@@ -109,10 +108,10 @@ def test_drawn_cases_sit_inside_identifiers(workspace):
         assert case.line_rest == source[cursor:].partition("\n")[0].rstrip()
         lines = source.split("\n")
         assert lines[case.line_number].startswith(case.line_start + case.line_rest)
-        document = bw.current_document(source, case.line_number)
+        document = cross_file.current_document(source, case.line_number)
         assert document.split("\n") == lines[: case.line_number] + lines[case.line_number + 1 :]
         if case.category == "cross_file":
-            assert len(case.typed) == bw.CROSS_FILE_TYPED
+            assert len(case.typed) == cross_file.CROSS_FILE_TYPED
             before = source[: cursor - len(case.typed)]
             assert case.identifier not in set(names.findall(before)), "a cross_file name appears before the cursor"
             others = [directory.code[p] for p in directory.texts if p != case.file]
@@ -120,73 +119,73 @@ def test_drawn_cases_sit_inside_identifiers(workspace):
 
 
 def test_development_and_check_sets_are_disjoint():
-    dev = {d.label for d in corpus.source_dirs("dev")}
-    check = {d.label for d in corpus.source_dirs("check")}
+    dev = {d.label for d in sources.source_dirs("dev")}
+    check = {d.label for d in sources.source_dirs("check")}
     assert not dev & check
     assert {"email", "json", "asyncio", "importlib", "concurrent"} <= dev
     assert {"xml", "urllib", "unittest"} <= check
     assert all("a" <= label[0] <= "m" for label in dev if "/" not in label)
     assert all("n" <= label[0] <= "z" for label in check)
-    if corpus.npm_root() is not None:
+    if sources.npm_root() is not None:
         assert any(label.endswith("/lib") for label in dev)
 
 
 def test_a_glob_without_directories_is_a_clear_error(tmp_path):
     with pytest.raises(ValueError, match="no source directory"):
-        corpus.source_dirs(str(tmp_path / "nothing*"))
+        sources.source_dirs(str(tmp_path / "nothing*"))
 
 
 # ---------------------------------------------------------------- metrics
 
 
 def test_metrics_on_hand_made_completions(package):
-    directory = corpus.load_directory(package)
+    directory = sources.load_directory(package)
     case = case_at(directory, package / "frame.py", "compute_weighted_checksum", 2, "cross_file", after="total")
     assert case.typed == "co" and case.line_rest == "mpute_weighted_checksum(frame[:-1])"
 
-    right = bw.score(case, directory, "mpute_weighted_checksum(frame[:-1])")
+    right = cross_file.score(case, directory, "mpute_weighted_checksum(frame[:-1])")
     assert right == {"next_identifier": True, "identifier_exact": True, "word_exact": True, "line_exact": True,
                      "names": 2, "undefined": [], "words_in_prose": 0}
 
-    other_args = bw.score(case, directory, "mpute_weighted_checksum(frame [: -1]) ")
+    other_args = cross_file.score(case, directory, "mpute_weighted_checksum(frame [: -1]) ")
     assert other_args["identifier_exact"] and not other_args["line_exact"]  # same names, other spacing
 
-    invented = bw.score(case, directory, "mpute_checksum(frame, weights=WEIGHTS)")
+    invented = cross_file.score(case, directory, "mpute_checksum(frame, weights=WEIGHTS)")
     assert invented == {"next_identifier": False, "identifier_exact": False, "word_exact": False,
                         "line_exact": False, "names": 4, "undefined": ["compute_checksum"], "words_in_prose": 0}
     # words in a comment are no names: not counted, undefined or not
-    commented = bw.score(case, directory, "mpute_checksum(frame)  # the checksum of every frame")
+    commented = cross_file.score(case, directory, "mpute_checksum(frame)  # the checksum of every frame")
     assert (commented["names"], commented["undefined"], commented["words_in_prose"]) == (2, ["compute_checksum"], 5)
 
     # builtins, the module's imports (read, not executed) and names of the file itself are known
-    known = bw.score(case, directory, "nfigure_frames(len(textwrap.indent(check_frame, 2)), total)")
+    known = cross_file.score(case, directory, "nfigure_frames(len(textwrap.indent(check_frame, 2)), total)")
     assert known["undefined"] == ["configure_frames"] and known["names"] == 6  # 'co' + 'nfigure_frames'
-    assert bw.score(case, directory, "unt(textwrap.shorten)")["undefined"] == []  # list.count, str.count...
+    assert cross_file.score(case, directory, "unt(textwrap.shorten)")["undefined"] == []  # list.count, str.count...
 
-    assert bw.score(case, directory, "") == {"next_identifier": False, "identifier_exact": False,
+    assert cross_file.score(case, directory, "") == {"next_identifier": False, "identifier_exact": False,
                                              "word_exact": False, "line_exact": False, "names": 0, "undefined": [],
                                              "words_in_prose": 0}
 
 
-def test_the_cursor_line_is_not_known_to_the_workspace(package):
-    directory = corpus.load_directory(package)
+def test_the_cursor_line_is_not_known_to_the_corpus(package):
+    directory = sources.load_directory(package)
     # 'total' is defined on the cursor's line only and used on the next: known from the document
     case = case_at(directory, package / "frame.py", "total", 3)
-    assert "total" in bw.KnownNames(directory, case)
+    assert "total" in cross_file.KnownNames(directory, case)
     (package / "solo.py").write_text("def f():\n    unique_local_name = 1\n")
-    directory = corpus.load_directory(package)
+    directory = sources.load_directory(package)
     case = case_at(directory, package / "solo.py", "unique_local_name", 2)
-    known = bw.KnownNames(directory, case)
+    known = cross_file.KnownNames(directory, case)
     assert "unique_local_name" not in known and "f" in known and "len" in known
-    assert "leaked_test_name" not in known  # tests are not part of the workspace
+    assert "leaked_test_name" not in known  # tests are not part of the project
 
 
 def test_imported_stdlib_modules_are_read_not_imported():
     imported = "xml.dom.minidom" in sys.modules
-    assert "parseString" in corpus._python_module_names("xml.dom.minidom")
+    assert "parseString" in sources._python_module_names("xml.dom.minidom")
     assert ("xml.dom.minidom" in sys.modules) == imported  # read, not imported
-    assert corpus._python_module_names("no_such_module_anywhere") == frozenset()
-    assert "sqrt" in corpus._python_module_names("math")  # a C module has no source: listed
+    assert sources._python_module_names("no_such_module_anywhere") == frozenset()
+    assert "sqrt" in sources._python_module_names("math")  # a C module has no source: listed
 
 
 def test_javascript_names_and_globals(tmp_path):
@@ -194,11 +193,11 @@ def test_javascript_names_and_globals(tmp_path):
     root.mkdir()
     (root / "a.js").write_text("const fetchRegistryIndex = async (spec) => spec\nmodule.exports = { fetchRegistryIndex }\n")
     (root / "b.js").write_text("// uses a\nconst { fetchRegistryIndex } = require('./a.js')\nfetchRegistryIndex($x).then(console.log)\n")
-    directory = corpus.load_directory(root)
-    assert directory.language is corpus.JAVASCRIPT
-    assert [m.group() for m in bw.cross_file_names(directory, str(root / "b.js"))] == ["fetchRegistryIndex"]
+    directory = sources.load_directory(root)
+    assert directory.language is sources.JAVASCRIPT
+    assert [m.group() for m in cross_file.cross_file_names(directory, str(root / "b.js"))] == ["fetchRegistryIndex"]
     case = case_at(directory, root / "b.js", "fetchRegistryIndex", 2, after=")\n")
-    result = bw.score(case, directory, "tchRegistryIndex($y).then(console.logg)")
+    result = cross_file.score(case, directory, "tchRegistryIndex($y).then(console.logg)")
     assert result["next_identifier"] and not result["identifier_exact"]
     if shutil.which("node"):  # the globals and their members come from node
         assert result["undefined"] == ["$y", "logg"]
@@ -206,22 +205,22 @@ def test_javascript_names_and_globals(tmp_path):
 
 def test_summaries_pool_undefined_names_over_cases():
     def outcome(category, names, undefined, ms, good):
-        return bw.WorkspaceOutcome(category, good, good, good, good, names, undefined, ms, 0.0, 3, "x")
+        return cross_file.CrossFileOutcome(category, good, good, good, good, names, undefined, ms, 0.0, 3, "x")
 
     rows = [outcome("cross_file", 4, ["a"], 100, True), outcome("any", 1, [], 300, False), outcome("any", 5, ["b", "c"], 200, True)]
-    row = bw.summarise(rows)
+    row = cross_file.summarise(rows)
     assert row["n"] == 3 and row["next_identifier"] == round(2 / 3, 4) and row["undefined_rate"] == 0.3
     assert row["p50_ms"] == 200 and row["names"] == 10
-    assert bw.summarise([]) == {"n": 0}
+    assert cross_file.summarise([]) == {"n": 0}
 
 
 def test_modes():
-    assert bw.parse_mode("cpc") == ("cpc", False, False)
-    assert bw.parse_mode("naive+fusion") == ("naive", True, False)
-    assert bw.parse_mode("cpc+context+fusion") == ("cpc", True, True)
+    assert cross_file.parse_mode("cpc") == ("cpc", False, False)
+    assert cross_file.parse_mode("naive+fusion") == ("naive", True, False)
+    assert cross_file.parse_mode("cpc+context+fusion") == ("cpc", True, True)
     for bad in ("cpc+magic", "fusion", "cpc+fusion+fusion"):
         with pytest.raises(ValueError):
-            bw.parse_mode(bad)
+            cross_file.parse_mode(bad)
 
 
 def test_fusion_weights_option():
@@ -241,16 +240,16 @@ def test_fusion_weights_option():
 
 def test_windows_and_the_most_similar_chunk(package):
     text = "\n".join(f"line_{k} = {k}" for k in range(70))
-    chunks = retrieval.chunks_of("x.py", text, corpus.PYTHON)
+    chunks = retrieval.chunks_of("x.py", text, sources.PYTHON)
     assert [c.first_line for c in chunks] == [0, 15, 30, 45]
     assert chunks[-1].text.endswith("line_69 = 69") and all(c.text.count("\n") <= 29 for c in chunks)
 
-    directory = corpus.load_directory(package)
+    directory = sources.load_directory(package)
     chunks = [c for p, t in directory.texts.items() if not p.endswith("frame.py")
-              for c in retrieval.chunks_of(directory.shown_path(p), t, corpus.PYTHON)]
-    best = retrieval.best_chunk(chunks, "def check(frame):\n    total = compute_weighted_checksum(data, weights)\n", corpus.PYTHON)
+              for c in retrieval.chunks_of(directory.shown_path(p), t, sources.PYTHON)]
+    best = retrieval.best_chunk(chunks, "def check(frame):\n    total = compute_weighted_checksum(data, weights)\n", sources.PYTHON)
     assert best.path.endswith("frames/checksums.py") and "def compute_weighted_checksum" in best.text
-    assert retrieval.best_chunk(chunks, "nothing_shared_here", corpus.PYTHON) is None
+    assert retrieval.best_chunk(chunks, "nothing_shared_here", sources.PYTHON) is None
     assert retrieval.jaccard(frozenset("ab"), frozenset("bc")) == pytest.approx(1 / 3)
 
 
@@ -289,15 +288,15 @@ def smollm2_engine():
 
 def test_a_tiny_real_run(smollm2_engine, tmp_path, capsys):
     modes = ["cpc", "cpc+context", "cpc+fusion", "naive+fusion"]
-    result = bw.run(smollm2_engine, "<stdlib>/json", 2, 1, modes, max_tokens=6)
+    result = cross_file.run(smollm2_engine, "<stdlib>/json", 2, 1, modes, max_tokens=6)
     json.loads(json.dumps(result))
     assert result["model"].endswith(".gguf") and result["cases"] == 2 and result["directories"] == ["json"]
     assert set(result["results"]) == set(result["overall"]) == set(modes)
     for mode in modes:
-        assert set(result["results"][mode]) == set(bw.CATEGORIES)
+        assert set(result["results"][mode]) == set(cross_file.CATEGORIES)
         for row in [*result["results"][mode].values(), result["overall"][mode]]:
             assert row["n"] in (1, 2)
-            assert {*bw.METRICS, "p50_ms", "p95_ms", "lm_calls", "names"} <= row.keys()
+            assert {*cross_file.METRICS, "p50_ms", "p95_ms", "lm_calls", "names"} <= row.keys()
             assert 0 <= row["line_exact"] <= row["identifier_exact"] <= 1
             assert 0 <= row["undefined_rate"] <= 1 and row["p95_ms"] >= row["p50_ms"] > 0
     assert len(result["per_case"]) == 2
@@ -305,8 +304,8 @@ def test_a_tiny_real_run(smollm2_engine, tmp_path, capsys):
         assert {"directory", "file", "category", "identifier", "expected", "line_rest", *modes} <= case.keys()
         assert case["cpc+context"]["prepare_ms"] > 0 and case["cpc"]["prepare_ms"] == 0
     assert {"fusion_minus_cpc", "fusion_vs_context", "targets_met"} <= result["acceptance"].keys()
-    assert result["workspaces"]["json"]["files"] == 5
-    bw.print_table(result)
+    assert result["corpora"]["json"]["files"] == 5
+    cross_file.print_table(result)
     assert "next id" in capsys.readouterr().out
-    bw.plot(result, str(tmp_path / "plot.png"))
+    cross_file.plot(result, str(tmp_path / "plot.png"))
     assert (tmp_path / "plot.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
