@@ -6,7 +6,7 @@ in-process vs on a server.
                                       [--failover-editors 16] [--failover-seconds 60]
                                       [--server-url URL] [--json OUT] [--plot OUT.png]
                                       [--cases 60] [--seed 1] [--prompt short|long] [--ks 64,512,4096]
-                                      [--apis llama-server,openai]
+                                      [--apis llama-server,openai] [--per-token]
 
 Throughput (`remote_load.load_grid`): 1, 8 and 32 editors (separate
 processes, as separate editors are) share 1, 2 and 4 llama-server replicas
@@ -321,6 +321,8 @@ def main() -> None:
     parser.add_argument("--failover-seconds", type=float, default=60)
     parser.add_argument("--throughput-k", type=int, default=512)
     parser.add_argument("--throughput-api", default="auto", help="the API the editors use (remoteApi)")
+    parser.add_argument("--per-token", action="store_true",
+                        help="the editors ask one request per generated token (as before cpc.runs), not a line in one")
     parser.add_argument("--max-tokens", type=int, default=16, help="tokens per completion (an identifier and a short line)")
     parser.add_argument("--server-url", help="drive servers started elsewhere (a GPU box; several addresses: "
                                              "replicas) instead of starting them")
@@ -342,6 +344,7 @@ def main() -> None:
     result = {
         "model": "gemma-3-270m Q4_K_M", "files": FILES, "cases": len(cases), "seed": args.seed, "prompt": args.prompt,
         "max_tokens": args.max_tokens, "machine": machine(), "throughput_k": args.throughput_k,
+        "greedy_runs": not args.per_token,
     }
 
     def save() -> None:  # after every phase: a long run that stops keeps what it measured
@@ -359,7 +362,7 @@ def run_load(args: argparse.Namespace, cases: list[Case], result: dict, save: Ca
     """The throughput grid and the failover run (or the one ``--only`` names), with editor processes shared by both."""
     counts = [int(e) for e in args.editors.split(",")] if args.only != "failover" else []
     editors = Editors(max([*counts, args.failover_editors if args.only != "throughput" else 0]),
-                      args.throughput_k, args.max_tokens, args.throughput_api)
+                      args.throughput_k, args.max_tokens, args.throughput_api, greedy_runs=not args.per_token)
     try:
         if args.only != "failover":
             replicas = [int(r) for r in args.replicas.split(",")]

@@ -59,9 +59,9 @@ size; and the servers' ``llama_decode`` calls per state and slots busy per decod
 
 
 def _editor(number: int, commands: multiprocessing.Queue, results: multiprocessing.Queue, k: int,
-            max_tokens: int, api: str) -> None:
+            max_tokens: int, api: str, greedy_runs: bool) -> None:
     """One editor for every phase: ``(model, cases)`` connects (``None``: the end), then a deadline types."""
-    options = RemoteOptions(top_k=k, timeout_s=600, api=api)
+    options = RemoteOptions(top_k=k, timeout_s=600, api=api, greedy_runs=greedy_runs)
     engine = None
     while (command := commands.get()) is not None:
         model, cases = command
@@ -116,11 +116,13 @@ def _type(engine: Engine, cases: list[Case], max_tokens: int, deadline: float) -
 class Editors:
     """Editor processes, started once and reused by every phase (each loads the vocabulary once)."""
 
-    def __init__(self, count: int, k: int, max_tokens: int, api: str) -> None:
+    def __init__(self, count: int, k: int, max_tokens: int, api: str, greedy_runs: bool = True) -> None:
+        """``greedy_runs`` off: one request per generated token (`cpc.remote.RemoteOptions.greedy_runs`)."""
         context = multiprocessing.get_context("spawn")  # separate processes, nothing shared but the servers
         self.results = context.Queue()
         self.commands = [context.Queue() for _ in range(count)]
-        self.processes = [context.Process(target=_editor, args=(n, self.commands[n], self.results, k, max_tokens, api))
+        self.processes = [context.Process(target=_editor, args=(n, self.commands[n], self.results, k, max_tokens, api,
+                                                                           greedy_runs))
                           for n in range(count)]
         for process in self.processes:
             process.start()

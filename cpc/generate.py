@@ -50,6 +50,7 @@ from cpc.conditioning import stable_tokens
 from cpc.detok import Detokenizer
 from cpc.draft import Draft, DraftParameters, Lookup, kept
 from cpc.lm import Cancelled, State, best_allowed, greedy_choice, log_softmax
+from cpc.runs import FollowedRun
 from cpc.start import FirstToken, Fused, Start, contenders, first_tokens, rank_starts
 from cpc.window import MAX_SUFFIX_TOKENS, fit_window, prompt_window
 
@@ -132,6 +133,8 @@ class Generation:
     """Draft tokens checked (`cpc.draft`)."""
     accepted: int = 0
     """Of those, the tokens greedy decoding chose too."""
+    run_tokens: int = 0
+    """Tokens the model decoded on its own side in greedy runs (`cpc.runs`), the unused ones included."""
     cut_short: bool = False
     """The prompt window was cut for ``prompt_budget_ms``: `warm` it for the next request."""
 
@@ -256,7 +259,7 @@ def _generate(engine: Engine, prefix: str, suffix: str, options: Options, fusion
     started = time.perf_counter()
     word_deadline = None if options.word_budget_ms is None or early is None else started + options.word_budget_ms / 1000
     stats = engine.lm.stats
-    calls, drafted, accepted = stats.calls, stats.drafted, stats.accepted
+    calls, drafted, accepted, run_tokens = stats.calls, stats.drafted, stats.accepted, stats.run_tokens
     head, middle = prompt_frame(engine, suffix, options)
     prompt, starts, cut_short = _starts(engine, prefix, head, middle, options, fusion is not None)
     fused = Fused(fusion, prompt[: len(prompt) - len(middle)], prefix.encode("utf-8")) if fusion else None
@@ -282,6 +285,7 @@ def _generate(engine: Engine, prefix: str, suffix: str, options: Options, fusion
         cut_short=cut_short,
         drafted=stats.drafted - drafted,
         accepted=stats.accepted - accepted,
+        run_tokens=stats.run_tokens - run_tokens,
     )
 
 
@@ -377,9 +381,11 @@ def _continue(
     """Greedy decoding of every unfinished stream, one batched model call per step (on fused scores with fusion).
 
     A step takes one token per stream, or, where the text offers a draft (`cpc.draft`), the draft's
-    tokens that greedy decoding chooses too and the token after them. ``early`` hears the first words
-    once its deadline has passed (`Options.word_budget_ms`). Past the time budget, every stream ends at
-    its last whole word. Raises `cpc.lm.Cancelled` before a step when ``wanted`` wants no stream's text.
+    tokens that greedy decoding chooses too and the token after them. A lone stream on a model that
+    decodes on its own side follows a greedy run there (`cpc.runs`): a token per step still, each the
+    choice a step here makes, from one request. ``early`` hears the first words once its deadline has
+    passed (`Options.word_budget_ms`). Past the time budget, every stream ends at its last whole word.
+    Raises `cpc.lm.Cancelled` before a step when ``wanted`` wants no stream's text.
     """
     banned = engine.vocab.special.copy()
     eos_ids = sorted(engine.vocab.eos_ids)
@@ -391,43 +397,79 @@ def _continue(
     if engine.lm.checks_drafts_cheaply and options.drafts.max_tokens:
         for stream in streams:
             stream.lookup = Lookup(options.drafts)
-    while True:
-        live = [s for s in streams if not s.done]
-        if not live:
+    run: FollowedRun | None = None
+    try:
+        while True:
+            live = [s for s in streams if not s.done]
+            if not live:
+                return
+            if wanted is not None and not any(wanted(s.text) for s in streams):
+                raise Cancelled("no completion is wanted any more")
+            now = time.perf_counter()
+            if now > deadline:
+                for stream in live:
+                    stream.text = _whole_words(stream.text)
+                    _finish(stream, rules, fusion)
+                return
+            if early is not None:
+                early.offer(streams, now)
+            run = _follow(engine, run, live, options, room, fusion is not None)
+            steps = _step(engine, live, run, options, room, banned, fusion)
+            for stream, step in zip(live, steps):
+                _take(stream, step, is_eos, rules, options, room, fusion)
+    finally:
+        if run is not None:
+            run.close()
+
+
+def _follow(engine: Engine, run: FollowedRun | None, live: list[_Stream], options: Options, room: int,
+            fused: bool) -> FollowedRun | None:
+    """The greedy run a lone stream follows: the one under way, or a new one from the stream's state where the
+    model decodes on its own side; None where steps are taken here."""
+    if run is not None and run.open:
+        return run
+    if len(live) != 1 or not engine.lm.runs_greedily:
+        return None
+    stream = live[0]
+    length = min(options.max_tokens - stream.generated, room - len(stream.tokens))
+    return FollowedRun(engine.lm, stream.tokens, length, fused=fused, stop_at_line_end=not options.multiline)
+
+
+def _step(engine: Engine, live: list[_Stream], run: FollowedRun | None, options: Options, room: int,
+          banned: np.ndarray, fusion: Fusion | None) -> list[list[_Pick]]:
+    """Each live stream's tokens for this step: the run's next one, a checked draft's, or a plain step's."""
+    if run is not None:
+        pick = run.next_pick(banned, fusion, live[0].fusion_state)
+        if pick is not None:
+            return [[pick]]
+        # the run cannot decide here, or it ended: a plain step decides, and the next step starts a new run
+    drafts = [_draft(stream, options, room, engine) for stream in live]
+    if any(drafts):
+        steps = _choose_along(engine, live, drafts, banned, fusion, options.drafts.clear_margin)
+        for stream, draft, step in zip(live, drafts, steps):
+            engine.drafts.record(stream.match, len(draft), kept(draft, [token for token, _, _ in step]))
+        return steps
+    return _choose(engine, live, banned, fusion)
+
+
+def _take(stream: _Stream, step: list[_Pick], is_eos: np.ndarray, rules: StopRules, options: Options, room: int,
+          fusion: Fusion | None) -> None:
+    """Add a step's tokens to a stream, until one ends it."""
+    for token, logprob, fusion_state in step:
+        if stream.done:
             return
-        if wanted is not None and not any(wanted(s.text) for s in streams):
-            raise Cancelled("no completion is wanted any more")
-        now = time.perf_counter()
-        if now > deadline:
-            for stream in live:
-                stream.text = _whole_words(stream.text)
-                _finish(stream, rules, fusion)
+        stream.logprob += logprob
+        if is_eos[token]:
+            _finish(stream, rules, fusion)
             return
-        if early is not None:
-            early.offer(streams, now)
-        drafts = [_draft(stream, options, room, engine) for stream in live]
-        if any(drafts):
-            steps = _choose_along(engine, live, drafts, banned, fusion, options.drafts.clear_margin)
-            for stream, draft, step in zip(live, drafts, steps):
-                engine.drafts.record(stream.match, len(draft), kept(draft, [token for token, _, _ in step]))
+        stream.fusion_state = fusion_state
+        stream.tokens += (token,)
+        stream.generated += 1
+        stream.text += stream.detok.push(token)
+        if stream.generated >= options.max_tokens or len(stream.tokens) >= room:
+            _finish(stream, rules, fusion)
         else:
-            steps = _choose(engine, live, banned, fusion)
-        for stream, step in zip(live, steps):
-            for token, logprob, fusion_state in step:
-                if stream.done:
-                    break
-                stream.logprob += logprob
-                if is_eos[token]:
-                    _finish(stream, rules, fusion)
-                    break
-                stream.fusion_state = fusion_state
-                stream.tokens += (token,)
-                stream.generated += 1
-                stream.text += stream.detok.push(token)
-                if stream.generated >= options.max_tokens or len(stream.tokens) >= room:
-                    _finish(stream, rules, fusion)
-                else:
-                    _settle(stream, rules, fusion)
+            _settle(stream, rules, fusion)
 
 
 _Pick = tuple[int, float, "FusionState | None"]

@@ -14,6 +14,9 @@ pass over the vocabulary (262,144 logits for Gemma 3) on the host:
 `next_scores` for rows it normalises itself (`cpc.beam.Snapshot`), and
 `greedy_next` for a greedy step's token and log-probability, which
 `greedy_choice` takes from the logits in one exponential pass and a maximum.
+A model on a server can also decode greedily on its own side, many tokens
+in one request (`greedy_run`); `known_choice` says whether what it reports
+of a position (its likeliest tokens) decides the choice a full row would.
 The arithmetic on a row of logits that backends and generation share
 (`log_softmax`, `greedy_choice`, `best_allowed`) lives here too.
 """
@@ -59,6 +62,18 @@ class LMStats:
     """Draft tokens checked (`LanguageModel.check_drafts`)."""
     accepted: int = 0
     """Draft tokens the caller kept."""
+    run_tokens: int = 0
+    """Tokens greedy runs on the model's side sent back (`LanguageModel.greedy_run`)."""
+
+
+@dataclass(frozen=True)
+class RunStep:
+    """One token a model decoded greedily on its own side (`LanguageModel.greedy_run`), and what it reported of
+    that position: its likeliest tokens, most likely first, with their exact log-probabilities."""
+
+    token: int
+    ids: np.ndarray
+    logprobs: np.ndarray
 
 
 class Cancelled(Exception):
@@ -213,6 +228,22 @@ class LanguageModel(ABC):
         self.stats.drafted += sum(len(walk.draft) for walk in walks)
         self.stats.accepted += sum(walk.accepted() for walk in walks)
 
+    runs_greedily: bool = False
+    """Whether `greedy_run` decodes on the model's side, a line's tokens in one call (a server's streamed
+    greedy decoding): a line costs one round trip instead of one per token."""
+
+    def greedy_run(self, state: Sequence[int], length: int, *, top_k: int,
+                   stop_at_line_end: bool) -> Iterator[RunStep]:
+        """Decode greedily after ``state`` on the model's side, up to ``length`` tokens (and the first line break
+        with ``stop_at_line_end``), and yield each token as it comes, with its position's top ``top_k``.
+
+        The model's own sampler picks the tokens: the caller takes one only where `known_choice` shows it
+        is the choice a full row gives, and closes the iterator at the first it does not take (the model
+        then stops). A run that fails ends early; the caller goes on step by step, where a failure is
+        reported. Only a backend with `runs_greedily` implements it.
+        """
+        raise NotImplementedError(f"{type(self).__name__} does not decode on its own side")
+
     def reset(self) -> None:
         """Forget whatever is kept between calls (a KV cache); the default keeps nothing."""
 
@@ -289,6 +320,50 @@ def best_allowed(rows: np.ndarray, banned: np.ndarray) -> tuple[np.ndarray, np.n
     rows[:, banned] = -np.inf
     chosen = rows.argmax(axis=1)
     return chosen, rows[np.arange(len(rows)), chosen].astype(np.float64)
+
+
+KNOWN_MARGIN = 1e-4
+"""Nats by which a choice from a row's likeliest tokens must beat the most any other token may score
+(`known_choice`): float32 rounding of the bound never decides."""
+
+
+def known_choice(ids: np.ndarray, logprobs: np.ndarray, banned: np.ndarray,
+                 fused: np.ndarray | None = None) -> tuple[int, float] | None:
+    """The choice greedy decoding makes from a whole row, known from its likeliest tokens only, or None when
+    those do not decide it.
+
+    ``ids`` and ``logprobs`` are the row's top K (exact values, most likely first), ``banned`` the tokens
+    never chosen. Unfused, the choice is the likeliest allowed token, known when one of the top K is
+    allowed, with its value as `LanguageModel.greedy_next` gives it. With ``fused`` (fusion's scores over
+    the vocabulary), the choice maximises ``float32 log-probability + fused``, as `cpc.generate` does on a
+    row built from any wider top K (`cpc.remote.full_row`): every other token's log-probability is at most
+    the K-th's there, so the best known token decides when it beats that bound plus the largest score
+    fusion gives any other allowed token by `KNOWN_MARGIN`.
+
+    >>> ids, logprobs = np.array([2, 0]), np.log([0.6, 0.3])
+    >>> known_choice(ids, logprobs, np.zeros(4, bool))[0]
+    2
+    >>> known_choice(ids, logprobs, np.zeros(4, bool), fused=np.float32([0.0, 0.0, 0.0, 9.0])) is None  # 3 may win
+    True
+    >>> known_choice(ids, logprobs, np.zeros(4, bool), fused=np.float32([2.0, 0.0, 0.0, 0.5]))[0]
+    0
+    """
+    allowed = ~banned[ids]
+    if not allowed.any():
+        return None
+    if fused is None:
+        best = int(np.argmax(np.where(allowed, logprobs, -np.inf)))
+        return int(ids[best]), float(logprobs[best])
+    values = np.where(allowed, logprobs.astype(np.float32) + fused[ids], -np.inf)
+    top = values.max()
+    token = int(ids[values == top].min())  # a full row's argmax: the first of equal values
+    others = fused.copy()
+    others[banned] = -np.inf
+    others[ids] = -np.inf
+    bound = np.float32(logprobs.min()) + others.max()
+    if not top > bound + KNOWN_MARGIN:
+        return None
+    return token, float(top)
 
 
 Normaliser = tuple[np.float32, np.float32]

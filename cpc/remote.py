@@ -17,6 +17,11 @@ request is written and an answer read for each serving API
 - **Greedy steps ask for one token** (`RemoteLM.greedy_next`): the likeliest
   token and its exact log-probability (``n_probs: 1``), no row built; more
   only in the rare answer whose likeliest token is a control token.
+- **A line in one request** (`RemoteLM.greedy_run`, llama-server): the
+  server decodes greedily and streams each token with its top K; generation
+  takes each token where `cpc.lm.known_choice` shows it is the choice a
+  step of its own would make, and closes the stream at the first it does
+  not (the server then stops). Token by token the same text, one round trip.
 - **Widening where it matters.** `RemoteLM.expect` learns what the text
   after a start state begins with (the typed tail a request conditions on).
   For a state on such a path, the tokens that can spell the rest are the
@@ -77,7 +82,7 @@ import ssl
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
@@ -85,11 +90,11 @@ from urllib.parse import urlsplit
 import numpy as np
 
 from cpc.index import PrefixIndex
-from cpc.lm import Cancelled, LanguageModel, LMStats, State, best_allowed
+from cpc.lm import Cancelled, LanguageModel, LMStats, RunStep, State, best_allowed
 from cpc.model_files import ModelError
 from cpc.serving import (
     LLAMA_SERVER, OPENAI, REMOTE_APIS, AnswerError, LlamaServerAPI, OpenAICompletionsAPI, TokenTexts, TopK,
-    logprobs_cap,
+    logprobs_cap, read_run_event,
 )
 from cpc.tokenizer import LlamaTokenizer
 
@@ -196,6 +201,9 @@ class RemoteOptions:
     replica_retry_s: float = 1.0
     """With several servers (replicas): how long one that failed is skipped before it is tried again (doubling
     while it keeps failing, up to `cpc.replicas.MAX_RETRY_S`)."""
+    greedy_runs: bool = True
+    """Let a llama-server decode a line's greedy tokens in one streamed request (`RemoteLM.greedy_run`); off,
+    one request per token (benchmarks compare the two)."""
     api_key: str | None = field(default_factory=lambda: os.environ.get(API_KEY_ENV) or None, repr=False)
     """Sent as ``Authorization: Bearer`` on every request: from the environment (`API_KEY_ENV`), never a
     setting; left out of this object's ``repr``, so no log or message shows it."""
@@ -448,6 +456,80 @@ class RemoteLM(LanguageModel):
         order = [unique[tuple(state)] for state in states]
         return chosen[order], values[order]
 
+    @property
+    def runs_greedily(self) -> bool:
+        return self.options.greedy_runs and isinstance(self.api, LlamaServerAPI)
+
+    def greedy_run(self, state: Sequence[int], length: int, *, top_k: int,
+                   stop_at_line_end: bool) -> Iterator[RunStep]:
+        """llama-server decodes up to ``length`` tokens after ``state`` greedily and streams each with its top
+        ``top_k``. Closing the iterator early drops the connection, and the server stops decoding. A server
+        that fails ends the run (logged); a refused key is raised, as from any call."""
+        state = tuple(state)
+        self.check_interrupt()
+        try:
+            connection, response = self._call(lambda: self._open_run(state, length, top_k, stop_at_line_end))
+        except (RemoteUnavailable, RemoteMismatch) as error:
+            log.debug("no greedy run: %s", error)
+            return
+        self._count(0)
+        began, decoded, ended, end = time.perf_counter(), [], False, None
+        try:
+            while not ended:
+                self.check_interrupt()
+                line = self._gather(self._pool.submit(response.readline))
+                event = read_run_event(line) if line else None
+                for token, top in event.tokens if event else ():
+                    decoded.append(token)
+                    with self._lock:
+                        self.stats.states += 1
+                        self.stats.decodes += 1
+                        self.stats.run_tokens += 1
+                    yield RunStep(token, top.ids, top.logprobs)
+                if not line:
+                    raise http.client.IncompleteRead(b"")  # the server closed the stream before its end
+                if event is not None and event.end is not None:
+                    self._gather(self._pool.submit(response.read))  # the stream's last chunk: the connection is reused
+                    ended, end = True, event.end
+        except (OSError, http.client.HTTPException, AnswerError) as error:
+            log.debug("greedy run of %s ended: %s", self.url, error)
+        finally:
+            if not ended:  # closed early, failed or cancelled: the server stops when it sees the connection go
+                _hang_up(connection)
+                self._local.run_connection = None
+            self._end_run(state + tuple(decoded[:-1]), end, began)
+
+    def _open_run(self, state: State, length: int, top_k: int, stop_at_line_end: bool):
+        """Send a greedy run's request on this thread's run connection; the connection and the streaming answer."""
+        body = self.api.run_body(state, length, self._k(top_k), self.options.slot, stop_at_line_end)
+        connection = getattr(self._local, "run_connection", None) or self._new_connection()
+        self._local.run_connection = connection
+        try:
+            connection.request("POST", self._base + self.api.path, body=json.dumps(body).encode(),
+                               headers=self._headers(json_body=True))
+            response = connection.getresponse()
+        except (OSError, http.client.HTTPException) as error:
+            _hang_up(connection)
+            self._local.run_connection = None
+            raise RemoteUnavailable(f"{self.server_name} {_describe(error)}") from error
+        if response.status >= 400:
+            problem = self._refusal(self.api.path, response.status, response.read())
+            raise RemoteUnavailable(f"{self.server_name} {problem}")
+        return connection, response
+
+    def _end_run(self, held: State, end: TopK | None, began: float) -> None:
+        """What a finished run cost, what its slot holds now (all but the last token, which it never read)."""
+        with self._lock:
+            self._held = held
+            self.profile.requests += 1
+            self.profile.http_s += time.perf_counter() - began
+            if end is not None:
+                self.stats.tokens += end.prompt_tokens or 0
+                self.profile.server_prompt_ms += end.prompt_ms
+                self.profile.server_predicted_ms += end.predicted_ms
+                if end.slot is not None and self.options.slot is None:
+                    self.slot = end.slot
+
     def _count(self, states: int) -> None:
         with self._lock:
             self.stats.calls += 1
@@ -644,9 +726,7 @@ class RemoteLM(LanguageModel):
     def _request(self, method: str, path: str, body: dict | None = None) -> dict:
         """One JSON request, retried with backoff on a refused or dropped connection and on a 5xx answer."""
         payload = None if body is None else json.dumps(body).encode()
-        headers = {"Content-Type": "application/json"} if payload is not None else {}
-        if self.options.api_key:
-            headers["Authorization"] = f"Bearer {self.options.api_key}"
+        headers = self._headers(json_body=payload is not None)
         tries = 1 + max(0, self.options.retries)
         attempt = 0
         while True:
@@ -699,6 +779,12 @@ class RemoteLM(LanguageModel):
                 )
             time.sleep(self.options.backoff_s * 2 ** (attempt - 1))
 
+    def _headers(self, *, json_body: bool) -> dict[str, str]:
+        headers = {"Content-Type": "application/json"} if json_body else {}
+        if self.options.api_key:
+            headers["Authorization"] = f"Bearer {self.options.api_key}"
+        return headers
+
     def _refusal(self, path: str, status: int, data: bytes) -> str:
         """Raise what an error answer means for the client (a refused key, a wrong server or request); for a
         5xx answer, return what happened, for a retry."""
@@ -718,19 +804,31 @@ class RemoteLM(LanguageModel):
         """This thread's keep-alive connection."""
         connection = getattr(self._local, "connection", None)
         if connection is None:
-            if self._https:
-                connection = http.client.HTTPSConnection(self._host, self._port, timeout=self.options.timeout_s,
-                                                         context=self._tls)
-            else:
-                connection = http.client.HTTPConnection(self._host, self._port, timeout=self.options.timeout_s)
-            self._local.connection = connection
+            connection = self._local.connection = self._new_connection()
         return connection
+
+    def _new_connection(self) -> http.client.HTTPConnection:
+        if self._https:
+            return http.client.HTTPSConnection(self._host, self._port, timeout=self.options.timeout_s,
+                                               context=self._tls)
+        return http.client.HTTPConnection(self._host, self._port, timeout=self.options.timeout_s)
 
     def _drop_connection(self) -> None:
         connection = getattr(self._local, "connection", None)
         if connection is not None:
             connection.close()
             self._local.connection = None
+
+
+def _hang_up(connection: http.client.HTTPConnection) -> None:
+    """Close a connection whose answer is still streaming: the server sees it closed and stops, and a thread
+    blocked reading it wakes up."""
+    if connection.sock is not None:
+        try:
+            connection.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+    connection.close()
 
 
 def _tls_context(ca_file: str | None) -> ssl.SSLContext:

@@ -36,14 +36,14 @@ import hashlib
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, fields, replace
 from typing import TypeVar
 
 import numpy as np
 
 from cpc.index import PrefixIndex
-from cpc.lm import LanguageModel, LMStats, State
+from cpc.lm import LanguageModel, LMStats, RunStep, State
 from cpc.remote import RemoteLM, RemoteOptions, RemoteProfile, RemoteRefused, RemoteUnavailable, server_addresses
 from cpc.tokenizer import LlamaTokenizer
 
@@ -158,6 +158,16 @@ class ReplicatedLM(LanguageModel):
 
     def greedy_next(self, states: Sequence[Sequence[int]], banned: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         return self._serve(states, lambda replica: replica.greedy_next(states, banned))
+
+    @property
+    def runs_greedily(self) -> bool:
+        return self._last.runs_greedily
+
+    def greedy_run(self, state: Sequence[int], length: int, *, top_k: int,
+                   stop_at_line_end: bool) -> Iterator[RunStep]:
+        """On the replica that keeps the state's prompt. A failure ends the run; the step after it fails over."""
+        replica = self.replicas[self._order(route_key([state]))[0]]
+        return replica.greedy_run(state, length, top_k=top_k, stop_at_line_end=stop_at_line_end)
 
     def prefill(self, state: Sequence[int]) -> int:
         return self._serve([state], lambda replica: replica.prefill(state))

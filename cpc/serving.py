@@ -8,7 +8,11 @@ how its answer is read; nothing here does I/O.
   of token-id lists (one task per list, answered as an array), ``n_probs: K``
   with ``post_sampling_probs: false`` (the softmax over the whole
   vocabulary), ``id_slot`` pins the client's slot, and ``response_fields``
-  trims the answer to what the client reads.
+  trims the answer to what the client reads. A *greedy run*
+  (`LlamaServerAPI.run_body`) has the server decode one prompt greedily for
+  many tokens and stream each with its top K (``stream: true``: one
+  server-sent event per token, `read_run_event`), stopping at the line's end
+  when asked: the per-token answers of a whole line in one request.
 - `OpenAICompletionsAPI`: ``/v1/completions``, which vLLM and SGLang serve
   (and llama-server too). ``prompt`` is a list of token-id lists,
   ``max_tokens: 1``, ``logprobs: K``. Answers come in two dialects, and both
@@ -32,6 +36,7 @@ how its answer is read; nothing here does I/O.
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -97,6 +102,23 @@ class LlamaServerAPI:
             "id_slot": -1 if slot is None else slot,
             "stream": False,
             "response_fields": ["index", "completion_probabilities", "timings", "id_slot"],
+        }
+
+    def run_body(self, state: State, length: int, k: int, slot: int | None, stop_at_line_end: bool) -> dict[str, Any]:
+        """The request for a greedy run: up to ``length`` tokens after ``state``, each streamed with its top ``k``,
+        the sampler plain greedy (no penalty: each token is the likeliest one), ended by the first line break
+        when ``stop_at_line_end``."""
+        return {
+            "prompt": list(state),
+            "n_predict": length,
+            "n_probs": k,
+            "post_sampling_probs": False,
+            "temperature": 0.0,
+            "repeat_penalty": 1.0, "presence_penalty": 0.0, "frequency_penalty": 0.0, "dry_multiplier": 0.0,
+            "stop": ["\n"] if stop_at_line_end else [],
+            "cache_prompt": True,
+            "id_slot": -1 if slot is None else slot,
+            "stream": True,
         }
 
     def parse(self, answer: Any, count: int, probabilities: bool = True) -> list[TopK]:
@@ -168,6 +190,46 @@ class OpenAICompletionsAPI:
             else:
                 found.append(_legacy_top(logprobs, usage))
         return found
+
+
+@dataclass(frozen=True)
+class RunEvent:
+    """One server-sent event of a greedy run: the tokens it decoded, each with its top K, or the run's end."""
+
+    tokens: list[tuple[int, TopK]]
+    """Each token decoded, in order, and what the server said of its position."""
+    end: TopK | None = None
+    """At the run's end (the last event): what the run cost and which slot served it."""
+
+
+def read_run_event(line: bytes) -> RunEvent | None:
+    """One line of a greedy run's event stream: its event, or None for a line that carries none.
+
+    >>> event = read_run_event(b'data: {"tokens": [585], "stop": false, "completion_probabilities": '
+    ...                        b'[{"id": 585, "logprob": -0.5, "top_logprobs": [{"id": 585, "logprob": -0.5}]}]}')
+    >>> [(token, top.ids.tolist()) for token, top in event.tokens], event.end
+    ([(585, [585])], None)
+    >>> read_run_event(b'data: {"tokens": [], "stop": true, "id_slot": 0, "timings": {"prompt_n": 1}}').end.slot
+    0
+    """
+    line = line.strip()
+    if line.startswith(b"error:"):
+        raise AnswerError(line.decode("utf-8", "replace"))
+    if not line.startswith(b"data:"):
+        return None
+    try:
+        event = json.loads(line[5:])
+    except ValueError as error:
+        raise AnswerError(f"an event that is not JSON: {line[:80]!r}") from error
+    if not isinstance(event, dict):
+        raise AnswerError(f"an event that is no object: {line[:80]!r}")
+    if "error" in event:
+        raise AnswerError(str(event["error"]))
+    try:
+        tokens = [(int(entry["id"]), _llama_top([entry], {})) for entry in event.get("completion_probabilities") or []]
+    except (KeyError, TypeError, ValueError) as error:
+        raise AnswerError(f"a token without its id: {line[:80]!r}") from error
+    return RunEvent(tokens, _llama_top(None, event, False) if event.get("stop") else None)
 
 
 def _llama_top(probabilities: Any, result: dict, required: bool = True) -> TopK:
