@@ -107,13 +107,14 @@ bench: $(STAMP)
 # 1, 8 and 32 editors sharing 1, 2 and 4 llama-server replicas in the documented team configuration
 # (requests/s, p50/p95, the servers' states/s and busy slots, where a state's time goes), then 16 editors on
 # 2 replicas while one is stopped and started again (answered, refused, lost): about 7 minutes on 2 cores
-# (docs/team-server.md). BENCH_REMOTE='--only quality' compares the model in-process and on a server (K = 64,
+# (docs/team-server.md); then a whole line per token against in one request (cpc.runs), about 5 minutes. BENCH_REMOTE='--only quality' compares the model in-process and on a server (K = 64,
 # 512, 4096, both APIs); BENCH_REMOTE='--server-url "http://gpu-box:8080 http://gpu-box:8081"' drives servers
 # started elsewhere.
 BENCH_REMOTE ?=
 bench-remote: $(STAMP) $(LLAMA_SERVER)
 	mkdir -p $(OUT)
 	$(BIN)/python benchmarks/bench_remote.py --json $(OUT)/bench_remote.json --plot $(OUT)/bench_remote.png $(BENCH_REMOTE)
+	$(BIN)/python benchmarks/bench_remote_lines.py --cases 40 --json $(OUT)/bench_remote_lines.json --plot $(OUT)/bench_remote_lines.png
 
 # A headless editor types, deletes, jumps, pastes and accepts suggestions in argparse.py for 10 minutes:
 # latency per request kind, errors and desyncs (both must be 0), the server's memory over time.

@@ -47,7 +47,7 @@ class LMStats:
     """Counters a benchmark reads: how often and how much the model ran."""
 
     calls: int = 0
-    """`next_logprobs` / `token_logprobs` calls that needed the model."""
+    """`next_logprobs` / `token_logprobs` calls that needed the model, and greedy runs (`greedy_run`)."""
     decodes: int = 0
     """``llama_decode`` invocations (one batch each)."""
     tokens: int = 0
