@@ -33,6 +33,8 @@ step() {  # step NAME SECONDS COMMAND...: run it, log it, pack what there is
 cat "$work/machine.txt"
 step server 170 $py benchmarks/bench_server.py --set gpuLayers=$layers --prompt short --cases "$cases" --modes cpc,naive \
     --engine-later --json "$work/server.json"
+step remote_lines 120 $py benchmarks/bench_remote_lines.py --server-args "-ngl $ngl" --cases "$cases" \
+    --json "$work/remote_lines.json"
 step typing 70 $py benchmarks/bench_lsp.py --only typing --set gpuLayers=$layers --json "$work/typing.json"
 step profile 60 $py benchmarks/profile_request.py --gpu-layers "$layers" --cases 30 --json "$work/profile.json"
 step drafts_cost 45 $py benchmarks/bench_drafts.py --gpu-layers "$layers" --only cost --json "$work/drafts_cost.json"
@@ -40,4 +42,6 @@ step drafts_lines 60 $py benchmarks/bench_drafts.py --gpu-layers "$layers" --onl
     --json "$work/drafts_lines.json"
 step remote 180 $py benchmarks/bench_remote.py --only throughput --server-args "-ngl $ngl" --editors 1,8,32 \
     --seconds "$seconds" --replicas 1,2 --json "$work/remote.json"
+step remote_per_token 120 $py benchmarks/bench_remote.py --only throughput --server-args "-ngl $ngl" --editors 32 \
+    --seconds "$seconds" --replicas 1,2 --per-token --json "$work/remote_per_token.json"
 rm -rf "$work"
