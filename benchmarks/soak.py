@@ -47,6 +47,7 @@ from lsprotocol import types  # noqa: E402
 from pygls.exceptions import JsonRpcRequestCancelled  # noqa: E402
 
 from cpc.session import SuggestionCache  # noqa: E402
+from cpc.window import Window  # noqa: E402
 from harness.headless import HeadlessEditor, Request  # noqa: E402
 from lsp_server.settings import Settings  # noqa: E402
 
@@ -72,9 +73,9 @@ class Record:
     """Seconds since the soak began, when it was sent."""
     pace: str
     """``human``, ``burst`` or ``other`` (after a jump, paste, cut or accepted suggestion)."""
-    prefix: str | None = field(default=None, repr=False)
-    suffix: str | None = field(default=None, repr=False)
-    """The text around the cursor when sent; dropped once the answer is classified."""
+    window: Window | None = field(default=None, repr=False)
+    """The window the server reads at the cursor when sent (its cache's key); dropped once the answer is
+    classified."""
     superseded: bool = False
     kind: str | None = None
     items: list[types.InlineCompletionItem] = field(default_factory=list)
@@ -266,8 +267,7 @@ class Soak:
             editor.request_suggestions(),
             at=time.perf_counter() - self.started,
             pace=pace,
-            prefix=editor.text[: editor.cursor],
-            suffix=editor.text[editor.cursor :],
+            window=Window.at(editor.text, editor.cursor),  # the server's engine: the default prompt window
         )
         if stale is not None:
             stale.superseded = True
@@ -275,7 +275,15 @@ class Soak:
                 editor.cancel(stale.request)
         self.records.append(record)
         self.newest = record
-        record.request.answer.add_done_callback(lambda _: self.classify(record))
+        record.request.answer.add_done_callback(lambda _: self.classified(record))
+
+    def classified(self, record: Record) -> None:
+        """`classify`, with a failure of the soak's own bookkeeping counted as an error (a callback's exception
+        would only be logged, and the run would pass without having checked it)."""
+        try:
+            self.classify(record)
+        except Exception as error:  # noqa: BLE001 - reported, and the run fails
+            self.errors.append(f"the soak could not classify the answer sent at {record.at:.1f} s: {error!r}")
 
     def classify(self, record: Record) -> None:
         """Runs when the answer arrives, in arrival order (the order the server answered)."""
@@ -290,7 +298,7 @@ class Soak:
             answer = None
             record.error = f"{type(error).__name__}: {error}"
         record.items = list(answer.items) if answer else []
-        from_cache = self.shown_cache.lookup(self.editor.uri, record.prefix, record.suffix, self.options) is not None
+        from_cache = self.shown_cache.lookup(self.editor.uri, record.window, self.options) is not None
         if record.error:
             record.kind = "error"
             self.errors.append(f"request sent at {record.at:.1f} s: {record.error}")
@@ -303,8 +311,8 @@ class Soak:
         if not from_cache and record.items:
             # The server remembers every answer its model finished, even one the editor no longer wanted.
             texts = [_after_cursor(item) for item in record.items]
-            self.shown_cache.remember(self.editor.uri, record.prefix, record.suffix, self.options, texts)
-        record.prefix = record.suffix = None
+            self.shown_cache.remember(self.editor.uri, record.window, self.options, texts)
+        record.window = None
 
     async def settle(self, timeout: float) -> None:
         """Wait for every answer still on its way."""
