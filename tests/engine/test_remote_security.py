@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from cpc.engine import Engine
+from cpc.generate import Options, generate
 from cpc.remote import API_KEY_ENV, RemoteOptions, RemoteRefused, RemoteUnavailable
 from harness.llama_server import LlamaServer
 from tests.support.tls_proxy import TLSProxy
@@ -74,6 +75,17 @@ def test_https_is_verified_against_the_named_authority(server, tmp_path):
         assert "does not trust" in untrusted.lm.last_error and "remoteCaFile" in untrusted.lm.last_error
         with pytest.raises(RemoteUnavailable, match="does not trust"):
             next_token(untrusted)
+
+
+def test_a_line_in_one_request_goes_through_tls_with_the_key(server, tmp_path):
+    """The streamed run (`cpc.runs`) on its own connection: with the key, through the TLS endpoint, the text of
+    one request per token."""
+    options, line = Options(mode="naive", max_tokens=12), "import os\n\nfor name in os.listdir("
+    with TLSProxy(("127.0.0.1", server.port), tmp_path) as endpoint:
+        streamed = generate(engine(endpoint.url, api_key=KEY, ca_file=str(endpoint.ca_file)), line, options=options)
+    per_token = generate(engine(server.url, api_key=KEY, greedy_runs=False), line, options=options)
+    assert streamed.run_tokens > 0 and per_token.run_tokens == 0
+    assert streamed.completions[0].text == per_token.completions[0].text and streamed.lm_calls < per_token.lm_calls
 
 
 def test_an_unreadable_authority_file_is_a_clear_error(tmp_path):
