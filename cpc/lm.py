@@ -317,7 +317,10 @@ def best_allowed(rows: np.ndarray, banned: np.ndarray) -> tuple[np.ndarray, np.n
     >>> best_allowed(np.array([[0.5, 0.3, 0.2]]), np.array([True, False, False]))
     (array([1]), array([0.3]))
     """
-    rows[:, banned] = -np.inf
+    if banned.dtype == bool:
+        np.copyto(rows, -np.inf, where=banned)  # a masked write: several times faster than rows[:, banned]
+    else:
+        rows[:, banned] = -np.inf
     chosen = rows.argmax(axis=1)
     return chosen, rows[np.arange(len(rows)), chosen].astype(np.float64)
 
@@ -358,7 +361,7 @@ def known_choice(ids: np.ndarray, logprobs: np.ndarray, banned: np.ndarray,
     top = values.max()
     token = int(ids[values == top].min())  # a full row's argmax: the first of equal values
     others = fused.copy()
-    others[banned] = -np.inf
+    np.copyto(others, -np.inf, where=banned)
     others[ids] = -np.inf
     bound = np.float32(logprobs.min()) + others.max()
     if not top > bound + KNOWN_MARGIN:
@@ -417,6 +420,6 @@ def greedy_choice(logits: np.ndarray, banned: np.ndarray, scratch: np.ndarray) -
     normaliser = log_normaliser(logits, scratch, logits[token])
     if banned[token]:
         np.copyto(scratch, logits)
-        scratch[banned] = -np.inf
+        np.copyto(scratch, -np.inf, where=banned)
         token = int(scratch.argmax())
     return token, logprob_of(logits, token, normaliser)
