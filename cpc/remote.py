@@ -501,17 +501,21 @@ class RemoteLM(LanguageModel):
 
     def _open_run(self, state: State, length: int, top_k: int, stop_at_line_end: bool):
         """Send a greedy run's request on this thread's run connection; the connection and the streaming answer."""
-        body = self.api.run_body(state, length, self._k(top_k), self.options.slot, stop_at_line_end)
-        connection = getattr(self._local, "run_connection", None) or self._new_connection()
-        self._local.run_connection = connection
-        try:
-            connection.request("POST", self._base + self.api.path, body=json.dumps(body).encode(),
-                               headers=self._headers(json_body=True))
-            response = connection.getresponse()
-        except (OSError, http.client.HTTPException) as error:
-            _hang_up(connection)
-            self._local.run_connection = None
-            raise RemoteUnavailable(f"{self.server_name} {_describe(error)}") from error
+        body = json.dumps(self.api.run_body(state, length, self._k(top_k), self.options.slot, stop_at_line_end))
+        while True:
+            reused = getattr(self._local, "run_connection", None) is not None
+            connection = self._local.run_connection = self._local.run_connection if reused else self._new_connection()
+            try:
+                connection.request("POST", self._base + self.api.path, body=body.encode(),
+                                   headers=self._headers(json_body=True))
+                response = connection.getresponse()
+                break
+            except (OSError, http.client.HTTPException) as error:
+                _hang_up(connection)
+                self._local.run_connection = None
+                if reused and isinstance(error, _DROPPED):
+                    continue  # the server closed the idle keep-alive connection (after 5 s): a new one, at once
+                raise RemoteUnavailable(f"{self.server_name} {_describe(error)}") from error
         if response.status >= 400:
             problem = self._refusal(self.api.path, response.status, response.read())
             raise RemoteUnavailable(f"{self.server_name} {problem}")

@@ -7,6 +7,7 @@ server that dies mid-run.
 from __future__ import annotations
 
 import threading
+import time
 from dataclasses import replace
 
 import numpy as np
@@ -107,6 +108,19 @@ def test_a_run_closed_early_stops_the_server_and_the_next_request_is_answered(se
     again = next(lm.greedy_run(state, 1, top_k=1, stop_at_line_end=False))
     assert again.token == first.token and again.ids[0] == first.ids[0]
     assert lm.greedy_next([state], engine.vocab.special.copy())[0][0] == first.token, "per step, the same token"
+
+
+@pytest.mark.slow
+def test_a_run_after_a_pause_longer_than_the_servers_keep_alive_goes_on_a_new_connection(server):
+    """llama-server closes a connection idle for 5 s: the next run must not take that for a server gone."""
+    engine = _engine(server.url, True)
+    lm = engine.lm
+    state = lm.bos + tuple(engine.tokenizer.encode(PREFIX.encode()))
+    assert len(list(lm.greedy_run(state, 3, top_k=1, stop_at_line_end=False))) == 3
+    time.sleep(6)
+    requests = lm.profile.requests
+    assert len(list(lm.greedy_run(state, 3, top_k=1, stop_at_line_end=False))) == 3
+    assert lm.last_error is None and lm.profile.requests == requests + 1, "one request: no reconnection checks"
 
 
 @pytest.mark.slow
