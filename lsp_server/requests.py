@@ -7,6 +7,12 @@ may do is one small object per request (`Ticket`):
 - **Newest wins.** A request is *superseded* when a newer request for its
   document comes: it answers an empty list, before the model if it has not
   started. ``$/cancelRequest`` stops it the same way.
+- **Only a burst waits** (``debounceMs``). A request that comes less than
+  ``debounceMs`` after its document's previous one (a paste, auto-closed
+  brackets, fast typing) waits that long for a newer one before it starts
+  the model. A key after a pause starts it at once: were a newer key to
+  come, the work would stop within a millisecond and what it read would
+  stay in the KV cache.
 - **Typed-on work is kept** (Continue's generator reuse). Model work that
   the newest request only types on from (`Cursor.typed_on_by`), or that was
   cancelled after the document was edited (the user types: the next
@@ -53,6 +59,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import math
 import re
 import threading
 import time
@@ -218,10 +225,12 @@ class Ticket:
     during the model work (`superseded`, `stale`, `wants`).
     """
 
-    def __init__(self, requests: Requests, cursor: Cursor, number: int) -> None:
+    def __init__(self, requests: Requests, cursor: Cursor, number: int, since_previous_s: float) -> None:
         self.requests = requests
         self.cursor = cursor
         self.number = number
+        self.since_previous_s = since_previous_s
+        """Seconds since the document's previous request came (infinite for its first)."""
         self.edits = requests.edits.get(cursor.uri, 0)
         """The document's edits when the request came."""
         self.stop = threading.Event()
@@ -250,7 +259,7 @@ class Ticket:
 
 def _counters() -> dict[str, int]:
     return dict.fromkeys((
-        "requests", "from_cache", "from_model", "superseded", "stopped", "not_ready",
+        "requests", "debounced", "from_cache", "from_model", "superseded", "stopped", "not_ready",
         "held", "cut_short", "upgraded", "upgrade_stopped", "warmed", "warm_stopped", "kept", "grown", "foreseen",
         "foresight_stopped",
     ), 0)
@@ -274,7 +283,8 @@ class Requests:
     model_answered: Callable[[], None]
     """The model answered (its server, if it was down, is back)."""
     counts: dict[str, int] = field(default_factory=_counters, init=False)
-    """``superseded``: dropped for a newer request before the model started;
+    """``debounced``: held for ``debounceMs`` because the document's previous request came less than that before;
+    ``superseded``: dropped for a newer request before the model started;
     ``stopped``: model work stopped early (a newer request, or ``$/cancelRequest``);
     ``kept``: model work finished for the suggestion cache after a newer request typed on from it;
     ``held``: came while the model loaded and waited for it; ``not_ready``: answered empty for want of a model;
@@ -299,6 +309,8 @@ class Requests:
     edits: dict[str, int] = field(default_factory=dict, init=False)
     """Edits per document (``didOpen`` and ``didChange``)."""
     _numbers: Iterator[int] = field(default_factory=itertools.count, init=False)
+    _requested_at: dict[str, float] = field(default_factory=dict, init=False)
+    """Per document, when its newest request came (`time.monotonic`)."""
     _shown: dict[str, tuple[Cursor, list[str]]] = field(default_factory=dict, init=False)
     """Per document, the last request answered and its texts."""
     _activity: int = field(default=0, init=False)
@@ -328,7 +340,8 @@ class Requests:
         if cached is not None:
             self.counts["from_cache"] += 1
             return self._shown_for(cursor, cached.completions)
-        if settings.debounce_ms:
+        if ticket.since_previous_s * 1000 < settings.debounce_ms:  # keys come in a burst: wait for the next
+            self.counts["debounced"] += 1
             await asyncio.sleep(settings.debounce_ms / 1000)
         if ticket.superseded():
             self.counts["superseded"] += 1
@@ -346,7 +359,9 @@ class Requests:
     def _admit(self, cursor: Cursor) -> Ticket:
         """The request becomes its document's newest: older work there is superseded (and stopped if stale)."""
         self.counts["requests"] += 1
-        ticket = Ticket(self, cursor, next(self._numbers))
+        now = time.monotonic()
+        ticket = Ticket(self, cursor, next(self._numbers), now - self._requested_at.get(cursor.uri, -math.inf))
+        self._requested_at[cursor.uri] = now
         self.latest[cursor.uri] = ticket.number
         self.newest[cursor.uri] = cursor
         self.last_cursor = cursor
@@ -559,6 +574,7 @@ class Requests:
         self.newest.pop(uri, None)
         self.edits.pop(uri, None)
         self._shown.pop(uri, None)
+        self._requested_at.pop(uri, None)
         self.stop_stale_work()
 
     # -- reading ahead, and stale work stopped --------------------------------------------

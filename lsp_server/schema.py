@@ -144,8 +144,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("items", "integer", 1, "Suggestions per request (cycle through them).", minimum=1),
     Setting(
         "debounceMs", "integer", 30,
-        "How long the server waits for a newer keystroke before it starts the model (a newer request in that "
-        "time replaces the older one); `0`: no wait.",
+        "When keys come faster than this (a paste, auto-closed brackets, fast typing), how long the server "
+        "waits for a newer one before it starts the model (a newer request in that time replaces the older one); "
+        "a key after a pause starts the model at once. `0`: no wait.",
         minimum=0, off=0,
     ),
     Setting(

@@ -252,6 +252,34 @@ async def test_a_storm_of_keystrokes_keeps_only_the_newest_request(client: Langu
     assert final.kept > before.kept and final.superseded > before.superseded and final.stopped == before.stopped
 
 
+async def test_only_a_burst_of_keys_waits_for_the_debounce(client: LanguageClient):
+    text, line, character = textwrap_case("self.drop_whitespace = drop_whitespace", "self.drop_whitespace = drop_w")
+    for uri in ("file:///after_a_pause.py", "file:///burst.py"):
+        open_document(client, uri, text)
+    await wait_for_status(client, lambda state: state.workspace.pending == 0, "the documents counted", 30)
+    client.workspace_did_change_configuration(
+        types.DidChangeConfigurationParams(settings={"cpc": {**SETTINGS, "debounceMs": 500}}))
+    try:
+        before = await status(client)
+        assert before.settings.debounceMs == 500
+        # a key after a pause: the model starts at once
+        lone = await inline(client, "file:///after_a_pause.py", line, character)
+        after_lone = await status(client)
+        assert lone.items and after_lone.debounced == before.debounced
+        assert after_lone.from_model == before.from_model + 1
+        # two keys 5 ms apart (where nothing is cached): the second waits for a third (none comes), then answers
+        first = asyncio.ensure_future(inline(client, "file:///burst.py", line, character))
+        await asyncio.sleep(0.005)
+        insert(client, "file:///burst.py", 2, line, character, "h")
+        second = await inline(client, "file:///burst.py", line, character + 1)
+        await first
+        after_burst = await status(client)
+        assert after_burst.debounced == before.debounced + 1
+        assert second.items and second.items[0].insert_text.startswith("drop_wh")
+    finally:
+        client.workspace_did_change_configuration(types.DidChangeConfigurationParams(settings={"cpc": SETTINGS}))
+
+
 async def test_cancel_request_stops_the_work(client: LanguageClient):
     uri = "file:///cancel.py"
     difflib = open(importlib.import_module("difflib").__file__, encoding="utf-8").read()
