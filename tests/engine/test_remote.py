@@ -153,7 +153,10 @@ def test_the_states_of_a_call_go_one_request_each_and_greedy_steps_ask_one_token
     assert lm.profile.bytes - read < 2048, "and its answer is small"
     exact = local.lm.next_logprobs([prompt])[0]
     assert int(chosen[0]) == int(exact.argmax()), "greedy decoding's choice is the model's"
-    assert logprobs[0] == pytest.approx(exact.max(), abs=0.15), "with its log-probability"
+    # the same noise, in probability: in log-probability it is larger for an unlikely token (a 0.034 change of
+    # a 0.14 probability is 0.23 in log-probability, seen when a busy core made cpc.threads decode with one
+    # thread and the server with two)
+    assert np.exp(logprobs[0]) == pytest.approx(np.exp(exact.max()), abs=0.15), "with its log-probability"
 
 
 def test_a_greedy_step_whose_likeliest_tokens_are_banned_widens_until_one_is_allowed(server, local):
