@@ -6,7 +6,7 @@ in-process vs on a server.
                                       [--failover-editors 16] [--failover-seconds 60]
                                       [--server-url URL] [--json OUT] [--plot OUT.png]
                                       [--cases 60] [--seed 1] [--prompt short|long] [--ks 64,512,4096]
-                                      [--apis llama-server,openai] [--per-token]
+                                      [--apis llama-server,openai] [--per-token] [--replay [--record-wave 4] [--recording FILE]]
 
 Throughput (`remote_load.load_grid`): 1, 8 and 32 editors (separate
 processes, as separate editors are) share 1, 2 and 4 llama-server replicas
@@ -18,6 +18,13 @@ whole lines up to 300 tokens), one request after the other. Requests per
 second over all editors and p50/p95 per request, the states per second the
 servers answered and their busy slots per decode, and where a model
 state's time goes (`remote_load.PROFILE_COLUMNS`).
+
+With ``--replay``, each phase's editors are replayed instead
+(`remote_load.replay_grid`): the calls of as many editors as the largest
+phase has are recorded first, ``--record-wave`` at a time, then sent again
+by threads that wait between calls as long as their editor's own work took,
+so that the servers are measured without the editors' work on their cores
+(a team's editors run on laptops of their own).
 
 Failover (`remote_load.failover`): 16 editors on 2 replicas, one stopped a
 quarter into the run and started again at half: how many requests were
@@ -60,7 +67,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from cpc.engine import Engine  # noqa: E402
 from benchmarks.remote_load import (  # noqa: E402
-    PROFILE_COLUMNS, TEAM_SERVER_ARGS, Editors, failover, load_grid,
+    PROFILE_COLUMNS, TEAM_SERVER_ARGS, Editors, failover, load_grid, replay_grid,
 )
 from cpc.generate import Options  # noqa: E402
 from cpc.remote import RemoteOptions  # noqa: E402
@@ -79,9 +86,15 @@ batching changed. llama.cpp's CPU logits depend on how a prompt's tokens are spl
 0.09 in probability on this model), so this is how often the model agrees with itself on the text: the
 ceiling for the remote backend, whose server batches its own way."""
 UNLIMITED_MS = 600_000.0
+COLORS = ("#4c72b0", "#dd8452", "#55a868", "#c44e52")
 THROUGHPUT_COLUMNS = [("replicas", "replicas", "{:8d}"), ("editors", "editors", "{:7d}"),
                       ("requests", "requests", "{:8d}"), ("refused", "refused", "{:7d}"), ("lost", "lost", "{:4d}"),
                       ("requests_per_s", "req/s", "{:6.2f}"), ("p50_ms", "p50 ms", "{:8.0f}"), ("p95_ms", "p95 ms", "{:8.0f}")]
+REPLAY_COLUMNS = [*THROUGHPUT_COLUMNS, ("editor_own_ms_p50", "own ms p50", "{:10.1f}"),
+                  ("decodes", "decodes", "{:8.0f}"), ("busy_slots", "busy slots", "{:10.2f}"),
+                  ("prompt_tokens_per_request", "prompt tok/req", "{:14.1f}"),
+                  ("slot_steps_per_request", "slot steps/req", "{:14.1f}")]
+"""A replayed phase: the editors' own work per request (as recorded, in the p50/p95) and the servers' side."""
 
 
 def complete_case(engine: Engine, case: Case, max_tokens: int) -> Outcome:
@@ -169,13 +182,16 @@ def plot(result: dict, path: str) -> None:
     replica count, the servers' side, and the failover run's requests per second."""
     plt = pyplot()
     panels = ((["quality", "latency"] if "quality" in result else []) + (["load", "servers"] if "throughput" in result else [])
-              + (["failover"] if "failover" in result else []))
+              + (["replay"] if "replay" in result else []) + (["failover"] if "failover" in result else []))
     fig, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels) + 1, 4.5), squeeze=False)
     axes = dict(zip(panels, axes[0]))
     if "quality" in result:
         _plot_quality(axes["quality"], axes["latency"], result["quality"]["results"])
     if "throughput" in result:
         _plot_load(axes["load"], axes["servers"], result)
+    if "replay" in result:
+        _plot_requests(axes["replay"], result["replay"], "replayed editors, each on a machine of its own (dashed: p95)")
+        _log_editors(axes["replay"], result["replay"], f"editors ({result['server']['summary']})")
     if "failover" in result:
         _plot_failover(axes["failover"], result["failover"])
     fig.suptitle(f"{result['model']}: {result['cases']} cursors in {FILES} (seed {result['seed']}, "
@@ -214,30 +230,45 @@ def _plot_load(load_axis, server_axis, result: dict) -> None:
     """Requests per second (solid) and p95 (dashed) against the editors, and the states per second the servers
     answered with their busy slots per decode: a line per replica count."""
     load = result["throughput"]
-    times = load_axis.twinx()
-    for replicas, color in zip(sorted({row["replicas"] for row in load}), ("#4c72b0", "#dd8452", "#55a868", "#c44e52")):
+    _plot_requests(load_axis, load, f"throughput (K={result['throughput_k']}; dashed: p95)")
+    for replicas, color in zip(sorted({row["replicas"] for row in load}), COLORS):
         rows = [row for row in load if row["replicas"] == replicas]
-        editors = [row["editors"] for row in rows]
         label = f"{replicas} replica{'s' if replicas > 1 else ''}"
-        load_axis.plot(editors, [row["requests_per_s"] for row in rows], "o-", color=color, label=label)
-        times.plot(editors, [row["p95_ms"] for row in rows], "^--", color=color, alpha=0.6)
-        server_axis.plot(editors, [row["profile"]["states_per_s"] for row in rows], "o-", color=color, label=label)
+        server_axis.plot([row["editors"] for row in rows], [row["profile"]["states_per_s"] for row in rows], "o-",
+                         color=color, label=label)
         for row in rows:
             server_axis.annotate(f"{row['profile']['busy_slots']:.1f}", (row["editors"], row["profile"]["states_per_s"]),
                                  fontsize=7, textcoords="offset points", xytext=(0, 5), ha="center")
-    for axis, title, ylabel in ((load_axis, f"throughput (K={result['throughput_k']}; dashed: p95)", "requests per second"),
-                                (server_axis, "the servers: states/s (labels: busy slots per decode)", "states per second")):
-        axis.set_xlabel(f"editors ({result['server']['summary']})", fontsize=8)
-        axis.set_ylabel(ylabel)
-        axis.set_ylim(bottom=0)
-        axis.set_xscale("log", base=2)
-        editors = sorted({row["editors"] for row in load})
-        axis.set_xticks(editors, [str(e) for e in editors])
-        axis.minorticks_off()
-        axis.set_title(title, fontsize=9)
-        axis.legend(loc="upper left", fontsize=8)
+    server_axis.set_title("the servers: states/s (labels: busy slots per decode)", fontsize=9)
+    server_axis.set_ylabel("states per second")
+    for axis in (load_axis, server_axis):
+        _log_editors(axis, load, f"editors ({result['server']['summary']})")
+
+
+def _plot_requests(axis, load: list[dict], title: str) -> None:
+    """Requests per second (solid) and p95 (dashed, right axis) against the editors, a line per replica count."""
+    times = axis.twinx()
+    for replicas, color in zip(sorted({row["replicas"] for row in load}), COLORS):
+        rows = [row for row in load if row["replicas"] == replicas]
+        editors = [row["editors"] for row in rows]
+        axis.plot(editors, [row["requests_per_s"] for row in rows], "o-", color=color,
+                  label=f"{replicas} replica{'s' if replicas > 1 else ''}")
+        times.plot(editors, [row["p95_ms"] for row in rows], "^--", color=color, alpha=0.6)
+    axis.set_title(title, fontsize=9)
+    axis.set_ylabel("requests per second")
     times.set_ylabel("p95 ms per request")
     times.set_ylim(bottom=0)
+
+
+def _log_editors(axis, load: list[dict], xlabel: str) -> None:
+    """The editor counts on a log scale, the y axis from 0, the legend."""
+    axis.set_xlabel(xlabel, fontsize=8)
+    axis.set_ylim(bottom=0)
+    axis.set_xscale("log", base=2)
+    editors = sorted({row["editors"] for row in load})
+    axis.set_xticks(editors, [str(e) for e in editors])
+    axis.minorticks_off()
+    axis.legend(loc="upper left", fontsize=8)
 
 
 def _plot_failover(axis, run: dict) -> None:
@@ -323,6 +354,12 @@ def main() -> None:
     parser.add_argument("--throughput-api", default="auto", help="the API the editors use (remoteApi)")
     parser.add_argument("--per-token", action="store_true",
                         help="the editors ask one request per generated token (as before cpc.runs), not a line in one")
+    parser.add_argument("--replay", action="store_true",
+                        help="throughput with the editors' calls recorded, then replayed by threads: the servers "
+                             "without the editors' own work on this machine's cores")
+    parser.add_argument("--record-wave", type=int, default=4, help="with --replay: editors recorded at a time")
+    parser.add_argument("--recording", type=Path, help="with --replay: the editors' calls are read from this file "
+                                                       "when it exists, and written to it when they are recorded")
     parser.add_argument("--max-tokens", type=int, default=16, help="tokens per completion (an identifier and a short line)")
     parser.add_argument("--server-url", help="drive servers started elsewhere (a GPU box; several addresses: "
                                              "replicas) instead of starting them")
@@ -361,7 +398,8 @@ def main() -> None:
 def run_load(args: argparse.Namespace, cases: list[Case], result: dict, save: Callable[[], None]) -> None:
     """The throughput grid and the failover run (or the one ``--only`` names), with editor processes shared by both."""
     counts = [int(e) for e in args.editors.split(",")] if args.only != "failover" else []
-    editors = Editors(max([*counts, args.failover_editors if args.only != "throughput" else 0]),
+    typing = [args.record_wave] if args.replay else counts  # replayed phases need only the recording editors
+    editors = Editors(max([*typing, args.failover_editors if args.only != "throughput" else 0]),
                       args.throughput_k, args.max_tokens, args.throughput_api, greedy_runs=not args.per_token)
     try:
         if args.only != "failover":
@@ -371,8 +409,13 @@ def run_load(args: argparse.Namespace, cases: list[Case], result: dict, save: Ca
                 f"llama-server --parallel {args.parallel} over the replicas",
                 "command": [Path(BINARY).name, *LlamaServer("default", extra=TEAM_SERVER_ARGS).command()[1:]],
             }
-            result["throughput"] = load_grid(editors, cases, counts, replicas, args.seconds, args.parallel,
-                                             args.server_args, args.server_url)
+            if args.replay:
+                result["replay"], result["recorded"] = replay_grid(
+                    editors, cases, counts, replicas, args.seconds, args.parallel, args.server_args, args.server_url,
+                    args.record_wave, args.recording)
+            else:
+                result["throughput"] = load_grid(editors, cases, counts, replicas, args.seconds, args.parallel,
+                                                 args.server_args, args.server_url)
             save()
         if args.only != "throughput" and not args.server_url:
             result["failover"] = failover(editors, cases, args.failover_editors, args.failover_seconds, args.parallel,
@@ -389,6 +432,9 @@ def show(result: dict, plot_path: str | None) -> None:
     if "throughput" in result:
         print_rows(result["throughput"], THROUGHPUT_COLUMNS)
         print_rows([row["profile"] for row in result["throughput"]], PROFILE_COLUMNS)
+    if "replay" in result:
+        print(f"replayed: {result['recorded']}")
+        print_rows(result["replay"], REPLAY_COLUMNS)
     if "failover" in result:
         run = result["failover"]
         print_rows([run], THROUGHPUT_COLUMNS)

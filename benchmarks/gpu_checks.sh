@@ -33,6 +33,9 @@ step() {  # step NAME SECONDS COMMAND...: run it, log it, pack what there is
 cat "$work/machine.txt"
 step server 170 $py benchmarks/bench_server.py --set gpuLayers=$layers --prompt short --cases "$cases" --modes cpc,naive \
     --engine-later --json "$work/server.json"
+step remote_replay 300 $py benchmarks/bench_remote.py --only throughput --replay --record-wave 8 \
+    --server-args "-ngl $ngl" --editors 1,8,32 --seconds "$seconds" --replicas 1,4,8 \
+    --json "$work/remote_replay.json"
 step remote_lines 120 $py benchmarks/bench_remote_lines.py --server-args "-ngl $ngl" --cases "$cases" \
     --json "$work/remote_lines.json"
 step typing 70 $py benchmarks/bench_lsp.py --only typing --set gpuLayers=$layers --json "$work/typing.json"

@@ -13,6 +13,9 @@ configuration (`TEAM_SERVER_ARGS`), or are those at ``--server-url``.
 - `load_grid`: 1, 8 and 32 editors against 1, 2 and 4 replicas: requests
   per second, p50/p95, the states per second the servers answered and the
   slots busy per decode (their ``/metrics``), where a state's time goes.
+- `replay_grid`: the same grid with the editors' calls recorded first and
+  then replayed by light threads (`replay_load`): the servers' load as a
+  team's editors, each on a laptop of its own, would make it.
 - `failover`: 16 editors on 2 replicas; one replica is stopped (SIGTERM)
   a quarter into the run and started again at half: every request must be
   answered or refused, none lost.
@@ -21,6 +24,7 @@ configuration (`TEAM_SERVER_ARGS`), or are those at ``--server-url``.
 from __future__ import annotations
 
 import itertools
+import json
 import math
 import multiprocessing
 import os
@@ -29,8 +33,10 @@ import sys
 import time
 import urllib.request
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
+from pathlib import Path
 
+from benchmarks.replay_load import Recorder, Request, replay, replay_row
 from cpc.engine import Engine
 from cpc.generate import Options, generate
 from cpc.remote import RemoteOptions, server_addresses
@@ -60,19 +66,23 @@ size; and the servers' ``llama_decode`` calls per state and slots busy per decod
 
 def _editor(number: int, commands: multiprocessing.Queue, results: multiprocessing.Queue, k: int,
             max_tokens: int, api: str, greedy_runs: bool) -> None:
-    """One editor for every phase: ``(model, cases)`` connects (``None``: the end), then a deadline types."""
+    """One editor for every phase: ``(model, cases, record)`` connects (``None``: the end), then a deadline
+    types; with ``record``, its HTTP calls come back too (`replay_load.Recorder`)."""
     options = RemoteOptions(top_k=k, timeout_s=600, api=api, greedy_runs=greedy_runs)
     engine = None
     while (command := commands.get()) is not None:
-        model, cases = command
+        model, cases, record = command
         engine = Engine.load(model, remote=options) if engine is None else _reconnected(engine, model, options)
         results.put(("ready", number))
         deadline = commands.get()
         before = _counts(engine)
-        spans, errors = _type(engine, cases, max_tokens, deadline)
+        recorder = Recorder() if record else None
+        with recorder.installed() if recorder else nullcontext():
+            spans, errors = _type(engine, cases, max_tokens, deadline, recorder)
         after = _counts(engine)
         results.put(("done", number, {"spans": spans, "errors": errors,
-                                      "profile": {name: after[name] - before[name] for name in before}}))
+                                      "profile": {name: after[name] - before[name] for name in before},
+                                      "recording": [r.to_json() for r in recorder.requests] if recorder else None}))
 
 
 def _reconnected(engine: Engine, model: str, options: RemoteOptions) -> Engine:
@@ -91,8 +101,10 @@ def _counts(engine: Engine) -> dict:
             **{f"replica_{n}": replica.stats.states for n, replica in enumerate(replicas)}}
 
 
-def _type(engine: Engine, cases: list[Case], max_tokens: int, deadline: float) -> tuple[list[tuple], list[str]]:
-    """Type the cases' identifiers key by key until ``deadline``: (began, ended, outcome) per request, and the errors."""
+def _type(engine: Engine, cases: list[Case], max_tokens: int, deadline: float,
+          recorder: Recorder | None = None) -> tuple[list[tuple], list[str]]:
+    """Type the cases' identifiers key by key until ``deadline``: (began, ended, outcome) per request, and the errors;
+    the ``recorder`` keeps each answered request's calls."""
     options = Options(max_tokens=max_tokens)
     spans, errors = [], []
     for case in itertools.cycle(cases):  # busy until the time is up, however many editors share the cases
@@ -100,6 +112,8 @@ def _type(engine: Engine, cases: list[Case], max_tokens: int, deadline: float) -
             if time.monotonic() > deadline:
                 return spans, errors
             began = time.monotonic()
+            if recorder:
+                recorder.begin()
             try:
                 generate(engine, case.prefix + case.word_rest[:typed], options=options)
                 outcome = ANSWERED
@@ -109,6 +123,8 @@ def _type(engine: Engine, cases: list[Case], max_tokens: int, deadline: float) -
             except Exception as error:  # noqa: BLE001 - a lost request is what this run counts
                 outcome = LOST
                 errors.append(repr(error))
+            if recorder:
+                recorder.end(keep=outcome == ANSWERED)
             spans.append((began, time.monotonic(), outcome))
     return spans, errors
 
@@ -129,9 +145,13 @@ class Editors:
 
     def prepare(self, count: int, model: str, cases: list[Case]) -> None:
         """The first ``count`` editors connect to ``model``, each with its share of the cases."""
-        for n in range(count):
-            self.commands[n].put((model, cases[n::count] or cases))
-        for _ in range(count):
+        self.prepare_shares(model, [cases[n::count] or cases for n in range(count)])
+
+    def prepare_shares(self, model: str, shares: list[list[Case]], record: bool = False) -> None:
+        """The first editors connect to ``model``, one per share of the cases; ``record``: they record their calls."""
+        for n, share in enumerate(shares):
+            self.commands[n].put((model, share, record))
+        for _ in shares:
             kind, _ = self.results.get(timeout=900)
             assert kind == "ready", kind
 
@@ -179,15 +199,17 @@ def server_metrics(url: str) -> dict[str, float]:
 
 
 def metrics_since(before: list[dict[str, float]], after: list[dict[str, float]]) -> dict:
-    """The servers' side of a phase: their ``llama_decode`` calls, and the slots busy per decode (their counters
-    are totals since they started: the phase's share is the difference)."""
+    """The servers' side of a phase: their ``llama_decode`` calls, the slots busy per decode, and the prompt tokens
+    they read (their counters are totals since they started: the phase's share is the difference)."""
     pairs = [(b, a) for b, a in zip(before, after) if "n_decode_total" in b and "n_decode_total" in a]
     if not pairs:
-        return {"decodes": float("nan"), "busy_slots": float("nan")}
+        return {"decodes": float("nan"), "busy_slots": float("nan"), "prompt_tokens_read": float("nan")}
     decodes = sum(a["n_decode_total"] - b["n_decode_total"] for b, a in pairs)
     busy = sum(a["n_decode_total"] * a.get("n_busy_slots_per_decode", 0.0)
                - b["n_decode_total"] * b.get("n_busy_slots_per_decode", 0.0) for b, a in pairs)
-    return {"decodes": decodes, "busy_slots": round(busy / decodes, 2) if decodes else float("nan")}
+    read = sum(a.get("prompt_tokens_total", 0.0) - b.get("prompt_tokens_total", 0.0) for b, a in pairs)
+    return {"decodes": decodes, "busy_slots": round(busy / decodes, 2) if decodes else float("nan"),
+            "prompt_tokens_read": read}
 
 
 def profile_row(editors: int, seconds: float, profiles: list[dict]) -> dict:
@@ -253,6 +275,64 @@ def load_grid(editors: Editors, cases: list[Case], editor_counts: list[int], rep
     return rows
 
 
+def record(editors: Editors, cases: list[Case], shares: int, urls: list[str], seconds: float,
+           wave: int) -> list[list[Request]]:
+    """The calls of ``shares`` editors, each typing its share of the cases for ``seconds``, recorded ``wave`` at a
+    time so that their own work is not slowed by one another's (`replay_load`)."""
+    portions = [cases[n::shares] or cases for n in range(shares)]
+    recordings = []
+    for first in range(0, shares, wave):
+        batch = portions[first:first + wave]
+        editors.prepare_shares(" ".join(urls), batch, record=True)
+        editors.go(len(batch), seconds)
+        recordings += [[Request.from_json(r) for r in done["recording"]]
+                       for done in editors.collect(len(batch), seconds)]
+        print(f"recorded {len(recordings)} of {shares} editors", file=sys.stderr)
+    return recordings
+
+
+def replay_grid(editors: Editors, cases: list[Case], editor_counts: list[int], replica_counts: list[int],
+                seconds: float, parallel: int, server_args: str, server_url: str | None,
+                wave: int, saved: Path | None = None) -> tuple[list[dict], dict]:
+    """`load_grid` with the editors' calls replayed (`replay_load`): recorded on the first servers (or read from
+    ``saved``, where a recording is also written), then sent by as many editors as each phase has. The rows, and
+    what was recorded."""
+    recordings = [[Request.from_json(r) for r in editor] for editor in json.loads(saved.read_text())] \
+        if saved and saved.exists() else []
+    read_from_file = bool(recordings)
+    rows = []
+    for replicas in [0] if server_url else replica_counts:
+        with _serving(replicas, parallel, server_args, server_url) as urls:
+            if not recordings:
+                recordings = record(editors, cases, max(editor_counts), urls, seconds, wave)
+                if saved:
+                    saved.write_text(json.dumps([[r.to_json() for r in editor] for editor in recordings]))
+            for count in editor_counts:
+                before = [server_metrics(url) for url in urls]
+                spans = replay(recordings, urls, count, seconds)
+                after = [server_metrics(url) for url in urls]
+                rows.append(replay_row(count, len(urls), spans, metrics_since(before, after)))
+                print(f"replayed, {len(urls)} replicas, {count} editors: {rows[-1]}", file=sys.stderr)
+    requests = [request for recording in recordings for request in recording]
+    recorded = {
+        "editors": len(recordings), "requests": len(requests), "wave": None if read_from_file else wave,
+        "file": str(saved) if saved else None,
+        "calls_per_request": round(statistics.mean(len(r.calls) for r in requests), 2) if requests else 0,
+        "own_ms_p50": round(statistics.median(r.own_s for r in requests) * 1000, 1) if requests else 0,
+    }
+    return rows, recorded
+
+
+@contextmanager
+def _serving(replicas: int, parallel: int, server_args: str, server_url: str | None) -> Iterator[list[str]]:
+    """The addresses of the servers at ``server_url``, or of ``replicas`` started here."""
+    if server_url:
+        yield server_addresses(server_url)
+        return
+    with replica_servers(replicas, parallel, server_args) as servers:
+        yield [server.url for server in servers]
+
+
 def failover(editors: Editors, cases: list[Case], count: int, seconds: float, parallel: int, server_args: str) -> dict:
     """``count`` editors on 2 replicas; the second is stopped a quarter into the run and started again at half.
 
@@ -270,7 +350,8 @@ def failover(editors: Editors, cases: list[Case], count: int, seconds: float, pa
         servers[1].start()
         serving = time.monotonic() - began
         done = editors.collect(count, seconds)
-    row = phase_row(count, 2, began, done, {"decodes": float("nan"), "busy_slots": float("nan")})
+    row = phase_row(count, 2, began, done, {"decodes": float("nan"), "busy_slots": float("nan"),
+                                            "prompt_tokens_read": float("nan")})
     spans = [span for editor in done for span in editor["spans"]]
     timeline = {outcome: [0] * (int(seconds) + 1) for outcome in (ANSWERED, REFUSED, LOST)}
     for start, _, outcome in spans:
