@@ -49,6 +49,7 @@ from pygls.exceptions import JsonRpcRequestCancelled  # noqa: E402
 from cpc.session import SuggestionCache  # noqa: E402
 from cpc.window import Window  # noqa: E402
 from harness.headless import HeadlessEditor, Request  # noqa: E402
+from lsp_server.requests import RELEASE_IDLE_S  # noqa: E402
 from lsp_server.settings import Settings  # noqa: E402
 
 HUMAN_GAP_S = (0.100, 0.200)
@@ -438,6 +439,19 @@ def growth(samples: list[tuple[float, float]]) -> dict:
     }
 
 
+async def _at_rest(editor: HeadlessEditor, released: int | None, timeout_s: float = 30.0) -> int | None:
+    """Wait until the server has given memory back after the editing stopped (its count of ``released`` grows; a
+    server without the count: `RELEASE_IDLE_S` and its queued work's time); the count then."""
+    deadline = time.monotonic() + timeout_s
+    await asyncio.sleep(RELEASE_IDLE_S)
+    while time.monotonic() < deadline:
+        now = getattr(await editor.status(), "released", None)
+        if released is None or now > released:
+            return now
+        await asyncio.sleep(0.5)
+    return now
+
+
 def summarize(soak: Soak, duration: float, seed: int, model: str, server_counts: dict, final_equal: bool) -> dict:
     latency = {}
     for kind in KINDS:
@@ -500,9 +514,13 @@ async def soak_run(
         final_text, final_version = await editor.server_text() if soak.server_alive() else ("", -1)
         final_equal = final_text == editor.text and final_version == editor.version
         counts = await editor.status() if soak.server_alive() else None
-        server_counts = {k: getattr(counts, k) for k in
-                         ("requests", "from_cache", "from_model", "superseded", "stopped", "not_ready")} if counts else {}
-        return summarize(soak, duration, seed, model, server_counts, final_equal)
+        names = ("requests", "from_cache", "from_model", "superseded", "stopped", "not_ready")
+        server_counts = {name: getattr(counts, name) for name in names} if counts else {}
+        if soak.server_alive():  # the user stops: the server gives back what it can once its work is done
+            server_counts["released"] = await _at_rest(editor, getattr(counts, "released", None))
+        result = summarize(soak, duration, seed, model, server_counts, final_equal)
+        result["at_rest_mb"] = _memory_mb(editor.server_pid)
+        return result
 
 
 def summary_text(result: dict) -> str:
@@ -532,6 +550,9 @@ def summary_text(result: dict) -> str:
                 f"second half +{rss['second_half_growth_mb']:.0f} MB ({rss['second_half_slope_mb_per_min']:+.1f} MB/min): "
                 f"{'plateau' if rss['plateau'] else 'STILL GROWING'}"
             )
+    if result.get("at_rest_mb"):
+        lines.append(f"  at rest (the editing stopped, the server's work done): VmRSS {result['at_rest_mb'][0]:.0f} MB, "
+                     f"RssAnon {result['at_rest_mb'][1]:.0f} MB")
     for message in result["error_messages"][:5]:
         lines.append(f"  error: {message}")
     return "\n".join(lines)

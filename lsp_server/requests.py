@@ -48,6 +48,9 @@ may do is one small object per request (`Ticket`):
   newest request is on the way there (the cursor answered, the suggestion
   typed through or accepted) or typed on from there; any other request
   stops it at once (`Foresight`).
+- **Memory given back when quiet.** After `RELEASE_IDLE_S` with no edit
+  and no request, the worker gives the heap's free pages back to the system
+  once its work is done (`cpc.session.CompletionSession.release_memory`).
 - **Stale work stops at once.** Work that an edit, a request or a cancel
   makes stale (a read-ahead, a request not typed on) is broken into inside
   the model's evaluation (`cpc.session.CompletionSession.stop_now`), so the
@@ -85,6 +88,9 @@ HOLD_LIMIT_S = 300.0
 CPU (assembling the default model and loading it), and a hung load cannot hold requests forever."""
 WARM_IDLE_S = 0.25
 """How long the editor must be quiet before the idle model reads a prompt window ahead (`warmCache`)."""
+RELEASE_IDLE_S = 2.0
+"""How long the editor must be quiet before the worker gives the memory that requests freed back to the system:
+a pause, not the gap between two keys, so that a burst of typing reuses it instead."""
 _WORD_BEFORE = re.compile(r"\w+$")
 _LONGEST_WORD = 256
 log = logging.getLogger("cpc-lsp.requests")
@@ -261,7 +267,7 @@ def _counters() -> dict[str, int]:
     return dict.fromkeys((
         "requests", "debounced", "from_cache", "from_model", "superseded", "stopped", "not_ready",
         "held", "cut_short", "upgraded", "upgrade_stopped", "warmed", "warm_stopped", "kept", "grown", "foreseen",
-        "foresight_stopped",
+        "foresight_stopped", "released",
     ), 0)
 
 
@@ -292,7 +298,8 @@ class Requests:
     their whole window's answers that followed, given / stopped (a newer request elsewhere, an edit);
     ``warmed`` / ``warm_stopped``: prompt windows read ahead while idle, whole / stopped by the user;
     ``grown``: suggestions answered early that grew, and the editor was told (`SUGGESTION_READY`);
-    ``foreseen`` / ``foresight_stopped``: next lines prepared after an answer, whole / stopped (`Foresight`)."""
+    ``foreseen`` / ``foresight_stopped``: next lines prepared after an answer, whole / stopped (`Foresight`);
+    ``released``: pauses after which the heap's free memory was given back (`RELEASE_IDLE_S`)."""
     client_grows: bool = field(default=False, init=False)
     """Whether the client asks again on `SUGGESTION_READY`: only then is a request answered early."""
     in_flight: int = field(default=0, init=False)
@@ -580,9 +587,23 @@ class Requests:
     # -- reading ahead, and stale work stopped --------------------------------------------
 
     def note_activity(self) -> None:
-        """An edit or a request came: read-ahead under way gives the worker back."""
+        """An edit or a request came: read-ahead under way gives the worker back, and once the editor is quiet
+        again the worker gives back the memory the work freed."""
         self._activity += 1
         self.stop_stale_work()
+        asyncio.get_running_loop().call_later(RELEASE_IDLE_S, self._release_memory, self._activity)
+
+    def _release_memory(self, activity: int) -> None:
+        """`RELEASE_IDLE_S` after ``activity``, unless more came: the heap's free pages back to the system, on the
+        worker once the work queued there is done."""
+        if activity != self._activity:
+            return
+
+        def work() -> None:
+            if activity == self._activity and self.session.release_memory():
+                self.counts["released"] += 1
+
+        self.worker.submit(work)
 
     def stop_stale_work(self) -> None:
         """Stop the model work on the worker now if what just happened made it stale; otherwise it would

@@ -12,6 +12,7 @@ import pytest_lsp
 from lsprotocol import types
 from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
 
+from lsp_server.requests import RELEASE_IDLE_S
 from lsp_server.server import GROWTH_CAPABILITY, STATUS, SUGGESTION_READY
 from tests.support.lsp_status import status, wait_for_status
 
@@ -278,6 +279,20 @@ async def test_only_a_burst_of_keys_waits_for_the_debounce(client: LanguageClien
         assert second.items and second.items[0].insert_text.startswith("drop_wh")
     finally:
         client.workspace_did_change_configuration(types.DidChangeConfigurationParams(settings={"cpc": SETTINGS}))
+
+
+async def test_the_memory_requests_freed_is_given_back_after_a_pause_not_while_typing(client: LanguageClient):
+    uri = "file:///release.py"
+    open_document(client, uri, "import os\n\ndef f():\n    return os.pa")
+    insert(client, uri, 2, 3, 16, "t")
+    before = await status(client)  # just after an edit: nothing is given back for RELEASE_IDLE_S
+    for version in range(3, 12):  # typing, a key every 0.3 s for 2.7 s: never quiet long enough
+        await asyncio.sleep(0.3)
+        insert(client, uri, version, 3, 14 + version, "h")
+    assert (await status(client)).released == before.released
+    await wait_for_status(client, lambda state: state.released == before.released + 1, "memory given back", 10)
+    await asyncio.sleep(RELEASE_IDLE_S + 0.5)
+    assert (await status(client)).released == before.released + 1, "once per pause"
 
 
 async def test_cancel_request_stops_the_work(client: LanguageClient):
