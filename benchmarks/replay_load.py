@@ -18,7 +18,9 @@ recorded) plus each call's round trip now. Only what the servers need is
 kept: a call's path and JSON body, never its headers (a key is sent again
 from ``CPC_REMOTE_API_KEY``, and is never written). Each call goes to the
 replica that `cpc.replicas.rank` chooses for its prompt's start, as the
-client does, so a document's prompts stay on one replica.
+client does, so a document's prompts stay on one replica. A streamed
+answer (a greedy run) is read whole: what its editor did while it streamed
+overlapped the server's work, and is not waited again.
 """
 
 from __future__ import annotations
