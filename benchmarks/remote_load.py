@@ -265,13 +265,10 @@ def measure(editors: Editors, count: int, urls: list[str], cases: list[Case], se
 def load_grid(editors: Editors, cases: list[Case], editor_counts: list[int], replica_counts: list[int],
               seconds: float, parallel: int, server_args: str, server_url: str | None) -> list[dict]:
     """Every editor count against every replica count (started here), or against ``server_url``'s servers."""
-    if server_url:
-        return [measure(editors, count, server_addresses(server_url), cases, seconds) for count in editor_counts]
     rows = []
-    for replicas in replica_counts:
-        with replica_servers(replicas, parallel, server_args) as servers:
-            rows += [measure(editors, count, [server.url for server in servers], cases, seconds)
-                     for count in editor_counts]
+    for replicas in [0] if server_url else replica_counts:
+        with _serving(replicas, parallel, server_args, server_url) as urls:
+            rows += [measure(editors, count, urls, cases, seconds) for count in editor_counts]
     return rows
 
 
@@ -350,8 +347,7 @@ def failover(editors: Editors, cases: list[Case], count: int, seconds: float, pa
         servers[1].start()
         serving = time.monotonic() - began
         done = editors.collect(count, seconds)
-    row = phase_row(count, 2, began, done, {"decodes": float("nan"), "busy_slots": float("nan"),
-                                            "prompt_tokens_read": float("nan")})
+    row = phase_row(count, 2, began, done, metrics_since([], []))  # the replicas' counters restart with them
     spans = [span for editor in done for span in editor["spans"]]
     timeline = {outcome: [0] * (int(seconds) + 1) for outcome in (ANSWERED, REFUSED, LOST)}
     for start, _, outcome in spans:

@@ -440,8 +440,8 @@ def growth(samples: list[tuple[float, float]]) -> dict:
 
 
 async def _at_rest(editor: HeadlessEditor, released: int | None, timeout_s: float = 30.0) -> int | None:
-    """Wait until the server has given memory back after the editing stopped (its count of ``released`` grows; a
-    server without the count: `RELEASE_IDLE_S` and its queued work's time); the count then."""
+    """Wait until the server has given memory back after the editing stopped (its count of ``released`` grows),
+    at most ``timeout_s``; the count then. A server from before the count (a baseline run): `RELEASE_IDLE_S`."""
     deadline = time.monotonic() + timeout_s
     await asyncio.sleep(RELEASE_IDLE_S)
     while time.monotonic() < deadline:
