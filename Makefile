@@ -94,6 +94,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_server.py --files '$(NPM_LIB)' --cases 200 --seed 1 --json $(OUT)/bench_server_npm.json --plot $(OUT)/bench_server_npm.png
 	$(BIN)/python benchmarks/bench_server.py --cursors functions --files '<stdlib>/[a-m]*.py,$(NPM_LIB)' --cases 200 --seed 1 --pause 0 --until-ms 1000 --json $(OUT)/bench_cold.json --plot $(OUT)/bench_cold.png
 	$(BIN)/python benchmarks/disagreements.py $(OUT)/bench_cold.json --json $(OUT)/disagreements.json --markdown $(OUT)/disagreements.md
+	$(BIN)/python benchmarks/start_oracle.py --files '<stdlib>/[a-m]*.py,$(NPM_LIB)' --cases 200 --seed 1 --json $(OUT)/start_oracle.json --markdown $(OUT)/start_oracle.md --plot $(OUT)/start_oracle.png
 	$(BIN)/python -m harness.bench --files '<stdlib>/[a-m]*.py' --cases 60 --seed 1 --json $(OUT)/bench_complete.json --plot $(OUT)/bench_complete.png
 	$(BIN)/python -m harness.bench --files '<stdlib>/[a-m]*.py' --prompt short --cases 60 --seed 1 --json $(OUT)/bench_complete_short.json --plot $(OUT)/bench_complete_short.png
 	$(BIN)/python benchmarks/profile_request.py --cases 12 --json $(OUT)/profile_request.json --plot $(OUT)/profile_request.png
