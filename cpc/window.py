@@ -14,9 +14,9 @@ whole window each time. So every cut snaps to a grid:
   `PROMPT_BLOCK` tokens from its start (`prompt_window`);
 - a time budget (``promptBudgetMs``): a long window the cache lacks is cut
   further, in blocks of `SHORT_BLOCK`, to what the model reads within the
-  budget (`fit_window`); a window of at most `SHORT_WINDOW` tokens (a short
-  file) is read whole. The server answers again from the whole window at
-  once (`lsp_server.requests`);
+  budget (`fit_window`); a window the model reads within the budget at its
+  measured reading speed is read whole. The server answers again from the
+  whole window at once (`lsp_server.requests`);
 - the text after the cursor (a fill-in-the-middle prompt): at most
   `MAX_SUFFIX_CHARS` characters (`Window.at`) and `MAX_SUFFIX_TOKENS` tokens of it.
 
@@ -46,11 +46,6 @@ GENERATION_ROOM = 256
 PROMPT_BLOCK = 256
 """A window longer than the prompt drops whole blocks of this many tokens from its start."""
 SHORT_BLOCK = 64
-SHORT_WINDOW = 512
-"""A window of at most this many tokens is read whole, whatever the time budget: a short file, whose
-signature and docstring a cut would drop. On a cold set of single-function files (p50 112 tokens) a 200 ms
-cut cost cpc about 2 points of line exact at 1 s; at the end of a long file the last 150 tokens answered as
-well as the last 350 (docs/benchmarks.md). Read whole, 512 tokens take 0.7 s on 2 cores."""
 """A window cut short for a time budget starts on a multiple of this many tokens into the whole
 window (and keeps at least this many)."""
 CHARS_PER_TOKEN = 8
@@ -117,11 +112,13 @@ def fit_window(lm: LanguageModel, head: State, tokens: State, middle: State, bud
     What the model reads is ``head + window + middle``; the tokens its cache
     already holds cost nothing, the others ``1 / lm.prefill_rate`` seconds
     each (a few always pass: a keystroke's new tokens). The window is cut in
-    `SHORT_BLOCK` blocks from its start; no budget, a budget the whole
-    window fits, or a window of at most `SHORT_WINDOW` tokens: ``tokens``
-    itself.
+    `SHORT_BLOCK` blocks from its start; no budget, or a budget the whole
+    window fits: ``tokens`` itself. A short file is no exception: on a
+    machine that reads slowly its cut window's answer is on screen by 1 s
+    where the whole window's is not yet, and the whole window's follows
+    (docs/benchmarks.md, the cold set).
     """
-    if budget_ms is None or budget_ms <= 0 or len(tokens) <= SHORT_WINDOW:
+    if budget_ms is None or budget_ms <= 0:
         return tokens
     affordable = max(budget_ms / 1000 * lm.prefill_rate, SHORT_BLOCK // 4)
     last = max(0, (len(tokens) - SHORT_BLOCK) // SHORT_BLOCK * SHORT_BLOCK)

@@ -153,7 +153,7 @@ SETTINGS: tuple[Setting, ...] = (
         "promptBudgetMs", "integer", 200,
         "Reading the prompt takes about this long at most, at the reading speed timed at load: far into a long "
         "file the model has not read yet, a suggestion comes from the text just before the cursor, and the whole "
-        "window's suggestion replaces it; a short file is read whole. `0`: off, always the whole window.",
+        "window's suggestion replaces it; a file read within the budget is read whole. `0`: off, always the whole window.",
         minimum=0, off=0,
     ),
     Setting(

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cpc.window import SHORT_BLOCK, SHORT_WINDOW
+from cpc.window import SHORT_BLOCK
 from cpc.generate import Cancelled, Options, StopRules, generate, prompt_frame, warm
 from tests.support.strategies import code_text, examples
 
@@ -204,14 +204,19 @@ def test_a_cold_request_reads_a_cut_window_and_warm_reads_the_whole(engine, mode
     assert whole.prompt_tokens == unbudgeted.prompt_tokens and whole.completions
 
 
-def test_a_short_file_is_read_whole_whatever_the_budget(engine):
-    """A window of at most `SHORT_WINDOW` tokens keeps its signature and docstring: no budget cuts it."""
+def test_a_short_file_is_read_whole_when_the_budget_reads_it_and_cut_when_it_does_not(engine):
+    """Whether a cold window is cut depends on the time the model takes to read it, not on its length."""
     prefix = TEXTWRAP[: TEXTWRAP.index("        if self.width <= 0:") + len("        if self.wid")]
     short = prefix[prefix.index("\n", len(prefix) - 1500) + 1 :]  # whole lines, some 400 tokens
-    assert 2 * SHORT_BLOCK < len(engine.tokenizer.encode(short.encode())) <= SHORT_WINDOW
+    tokens = len(engine.tokenizer.encode(short.encode()))
+    assert 2 * SHORT_BLOCK < tokens <= 512
     engine.clear()
-    read = generate(engine, short, options=Options(max_tokens=4, prompt_budget_ms=1))
+    ample = 2000 * (tokens + 8) / engine.lm.prefill_rate  # twice what the whole window takes to read
+    read = generate(engine, short, options=Options(max_tokens=4, prompt_budget_ms=ample))
     assert not read.cut_short and read.completions
+    engine.clear()
+    cut = generate(engine, short, options=Options(max_tokens=4, prompt_budget_ms=1))
+    assert cut.cut_short and cut.prompt_tokens < read.prompt_tokens and cut.completions
 
 
 def test_past_the_word_budget_the_first_word_comes_early_and_the_line_goes_on(engine):
