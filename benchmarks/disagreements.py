@@ -33,8 +33,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.bench_server import development_cases, shown_at  # noqa: E402
 from cpc.engine import Engine  # noqa: E402
-from cpc.generate import Completion, Options, generate, prompt_frame  # noqa: E402
-from harness.bench.quality import line_exact  # noqa: E402
+from cpc.generate import Options, generate, prompt_frame  # noqa: E402
+from harness.bench.quality import first_past_typed, line_exact  # noqa: E402
 
 MODES = ("cpc", "heal", "naive")
 PATHS_SHOWN = 4
@@ -75,8 +75,8 @@ def explain(engine: Engine, prefix: str) -> dict:
         engine.clear()
         generation = generate(engine, prefix, options=Options(mode=mode))
         completion = generation.completions[0] if generation.completions else None
-        token = first_chosen(engine, completion) if completion else None
-        chosen[mode] = {"first_token": engine.vocab.pieces[token].decode("utf-8", "replace") if token is not None else None,
+        found = first_past_typed(engine, completion) if completion else None
+        chosen[mode] = {"first_token": engine.vocab.pieces[found[0]].decode("utf-8", "replace") if found else None,
                         "text": completion.text if completion else ""}
     engine.clear()
     head, middle = prompt_frame(engine, "")
@@ -88,17 +88,6 @@ def explain(engine: Engine, prefix: str) -> dict:
         for path in conditioning.paths[:PATHS_SHOWN]
     ]
     return {"chosen": chosen, "tail": conditioning.tail.decode("utf-8", "replace"), "paths": paths}
-
-
-def first_chosen(engine: Engine, completion: Completion) -> int | None:
-    """The first token that goes past the typed bytes the completion re-reads (for cpc, the covering path's
-    last token, which may reach past the cursor)."""
-    covered = 0
-    for token in completion.tokens:
-        covered += len(engine.vocab.pieces[token])
-        if covered > len(completion.typed):
-            return token
-    return None
 
 
 def table(run: dict, ms: int, engine: Engine, prefixes: list[str]) -> list[dict]:

@@ -36,7 +36,7 @@ from benchmarks.bench_server import DEFAULT_FILES, development_cases  # noqa: E4
 from cpc.engine import Engine  # noqa: E402
 from cpc.generate import Generation, Options  # noqa: E402
 from cpc.model_files import stderr_progress  # noqa: E402
-from harness.bench.quality import Case, cold_generate, first_text, line_exact  # noqa: E402
+from harness.bench.quality import Case, cold_generate, first_past_typed, first_text, line_exact  # noqa: E402
 
 MODES = ("naive", "heal", "cpc")
 STARTS = (*MODES, "oracle")
@@ -73,16 +73,8 @@ def first_past_cursor(engine: Engine, generation: Generation) -> str:
     ...  for mode in ("cpc", "naive")]
     ['os', '(']
     """
-    if not generation.completions:
-        return ""
-    completion = generation.completions[0]
-    covered = 0
-    for token in completion.tokens:
-        piece = engine.vocab.pieces[token]
-        if covered + len(piece) > len(completion.typed):
-            return piece[len(completion.typed) - covered :].decode("utf-8", "replace")
-        covered += len(piece)
-    return ""
+    found = first_past_typed(engine, generation.completions[0]) if generation.completions else None
+    return found[1].decode("utf-8", "replace") if found else ""
 
 
 def complete(engine: Engine, case: Case, max_tokens: int) -> dict:

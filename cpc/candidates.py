@@ -99,7 +99,7 @@ class CandidateFinder:
     def __init__(self, tokenizer: Tokenizer, index: PrefixIndex | None = None, cache_size: int = 512):
         self.tokenizer = tokenizer
         self.index = index or PrefixIndex(tokenizer.vocab)
-        cl100k_pattern()  # loads tiktoken's cl100k file once, here rather than in the first analysis
+        cl100k_pattern()  # compiled here, at load, rather than in the first request's analysis
         self._cache: OrderedDict[bytes, _ContextEntry] = OrderedDict()
         self._cache_size = cache_size
         self._typable_after: dict[bytes, np.ndarray] = {}

@@ -65,14 +65,14 @@ import threading
 import weakref
 from bisect import bisect_left
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import cache
 
 import numpy as np
 
 from cpc.syntax import C_LIKE, PROSE, DEFINE, USE, Place, Syntax
-from cpc.vocab import Vocabulary
+from cpc.vocab import TokenGroups, Vocabulary
 
 BONUS = 1.0
 """What one byte on the way to a known name earns (the fusion weight scales it)."""
@@ -95,7 +95,8 @@ _ASSIGNMENT = re.compile(rb"\s*(?:=(?!=)|(?:[-+*/%&|^@]|//|\*\*|>>|<<)=|:(?!=)|,
 """What follows a name being assigned: ``=`` (not ``==``), an augmented assignment, an annotation's ``:``,
 another target's ``,``; or nothing yet."""
 
-_WORD_BYTES = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_$") | frozenset(range(0x80, 0x100))
+_WORD_CHARACTERS = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_$" + bytes(range(0x80, 0x100))
+"""The bytes of identifiers, as `bytes.strip` takes them (a scan in C, not a loop over bytes)."""
 
 
 _JAVASCRIPT_NAMES = """
@@ -148,12 +149,17 @@ def names_in(text: bytes) -> Counter[bytes]:
 
 
 def trailing_word(data: bytes) -> bytes:
-    """The identifier bytes at the end of ``data`` (the word being typed)."""
-    end = len(data)
-    start = end
-    while start > 0 and data[start - 1] in _WORD_BYTES:
-        start -= 1
-    return data[start:end]
+    """The identifier bytes at the end of ``data`` (the word being typed).
+
+    >>> trailing_word(b"x = self.comp"), trailing_word(b"f(")
+    (b'comp', b'')
+    """
+    return data[len(data.rstrip(_WORD_CHARACTERS)):]
+
+
+def _lead(piece: bytes) -> int:
+    """How many identifier bytes ``piece`` starts with."""
+    return len(piece) - len(piece.lstrip(_WORD_CHARACTERS))
 
 
 class TokenShapes:
@@ -162,32 +168,28 @@ class TokenShapes:
     def __init__(self, pieces: Sequence[bytes]) -> None:
         size = len(pieces)
         self.pieces = pieces
-        self.lead = np.zeros(size, dtype=np.int32)
-        self.breaks = np.zeros(size, dtype=bool)
-        self.assigns = np.zeros(size, dtype=bool)
+        self.lead = np.fromiter(map(_lead, pieces), dtype=np.int32, count=size)
+        self.length = np.fromiter(map(len, pieces), dtype=np.int32, count=size).astype(np.float32)
+        self.breaks = self.lead < self.length
+        self.assigns = ~self.breaks & (self.length > 0)
         """Tokens whose bytes after the word they end begin an assignment to it (`` =``, ``+=``, ``:``, ``,``),
         or are blank: a statement's first word ended by one may be a new name."""
-        for token, piece in enumerate(pieces):
-            if not piece:
-                continue
-            lead = _lead(piece)
-            self.lead[token] = lead
-            self.breaks[token] = lead < len(piece)
-            self.assigns[token] = _ASSIGNMENT.match(piece, lead) is not None
-        self.words = _grouped(pieces, (t for t in range(size) if pieces[t] and not self.breaks[t]), None)
-        """Tokens made only of identifier bytes, by their bytes."""
-        self.finishers = _grouped(pieces, np.flatnonzero(self.breaks & (self.lead > 0)).tolist(), self.lead.__getitem__)
-        """Tokens that end a word after identifier bytes, by those bytes (``ghted(`` under ``ghted``)."""
-        trails = {token: trailing_word(pieces[token]) for token in np.flatnonzero(self.breaks).tolist()}
-        self.trails = _grouped(pieces, (token for token, trail in trails.items() if trail), lambda token: -len(trails[token]))
-        """Tokens that start a word after a break, by its bytes (``(self`` and `` self`` under ``self``)."""
+        breaking = np.flatnonzero(self.breaks).tolist()
+        for token in breaking:
+            self.assigns[token] = _ASSIGNMENT.match(pieces[token], int(self.lead[token])) is not None
+        trails = {token: trail for token in breaking if (trail := trailing_word(pieces[token]))}
         self.opens_word = np.zeros(size, dtype=bool)
-        self.opens_word[np.concatenate([np.zeros(0, dtype=np.int64), *self.trails.values()])] = True
-        self.stems = {stem: np.concatenate([ids for ids in (self.words.get(stem), self.trails.get(stem)) if ids is not None])
-                      for stem in self.words.keys() | self.trails.keys()}
-        """Tokens by the word their last identifier bytes are part of: a whole-word token's bytes, or a trail."""
-        self.longest_stem = max(map(len, self.stems), default=0)
-        self.length = np.fromiter((len(piece) for piece in pieces), dtype=np.float32, count=size)
+        self.opens_word[list(trails)] = True
+        self.stems, self.words = TokenGroups.of_two_kinds(
+            ((pieces[token], token) for token in np.flatnonzero(~self.breaks & (self.length > 0)).tolist()),
+            ((trail, token) for token, trail in trails.items()),
+        )
+        """``stems``: tokens by the word their last identifier bytes are part of: a whole-word token's bytes, or
+        the word a token starts after a break (``(self`` and `` self`` under ``self``). ``words``: the tokens made
+        only of identifier bytes, by their bytes."""
+        self.finishers = TokenGroups.of((pieces[token][:lead], token) for token in breaking if (lead := self.lead[token]))
+        """Tokens that end a word after identifier bytes, by those bytes (``ghted(`` under ``ghted``)."""
+        self.longest_stem = max(map(len, self.stems.keys()), default=0)
         self.ends_first = self.breaks & (self.lead == 0)
         """Tokens whose first byte ends the word (``(``, ``" ."``, ``"\\n"``)."""
         self.goes_on = ~self.ends_first
@@ -209,23 +211,6 @@ class TokenShapes:
 
 _SHAPES: dict[int, tuple[Vocabulary, TokenShapes]] = {}
 _SHAPES_LOCK = threading.Lock()
-
-
-def _grouped(pieces: Sequence[bytes], tokens: Iterable[int], length: Callable[[int], int] | None) -> dict[bytes, np.ndarray]:
-    """Token ids by their bytes (the first ``length(token)`` of them, or the last ``-length(token)``)."""
-    grouped: dict[bytes, list[int]] = {}
-    for token in tokens:
-        size = length(token) if length else None
-        key = pieces[token] if size is None else pieces[token][size:] if size < 0 else pieces[token][:size]
-        grouped.setdefault(key, []).append(token)
-    return {key: np.asarray(ids, dtype=np.int64) for key, ids in grouped.items()}
-
-
-def _lead(piece: bytes) -> int:
-    lead = 0
-    while lead < len(piece) and piece[lead] in _WORD_BYTES:
-        lead += 1
-    return lead
 
 
 class NameCounts:
@@ -501,7 +486,7 @@ class IdentifierModel:
         )
 
 
-def _union(groups: dict[bytes, np.ndarray], keys: Iterable[bytes]) -> np.ndarray:
+def _union(groups: TokenGroups, keys: Iterable[bytes]) -> np.ndarray:
     found = [groups[key] for key in keys if key in groups]
     return np.concatenate(found) if found else np.zeros(0, dtype=np.int64)
 

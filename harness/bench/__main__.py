@@ -111,7 +111,7 @@ def _bench_cross_file(args: argparse.Namespace) -> int:
         cross_file.parse_mode(mode)
     fused = any(cross_file.parse_mode(mode)[1] for mode in modes)
     weights = FusionWeights.parse(args.fusion_weights) if fused or args.fusion_weights else None
-    engine = Engine.load(args.model, gpu_layers=args.gpu_layers, progress=stderr_progress)
+    engine = Engine.load(args.model, gpu_layers=args.gpu_layers, threads=args.threads or None, progress=stderr_progress)
     result = cross_file.run(
         engine, args.cross_file, args.cases, args.seed, modes, args.max_tokens, weights, progress=stderr_progress
     )

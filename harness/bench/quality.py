@@ -39,7 +39,7 @@ from pathlib import Path
 from cpc.draft import DraftParameters
 from cpc.engine import Engine
 from cpc.fusion import Fusion, FusionWeights, ProjectCorpus
-from cpc.generate import Generation, Options, generate
+from cpc.generate import Completion, Generation, Options, generate
 from cpc.tokenizer import Tokenizer
 from harness.bench.report import LATENCY_COLUMNS, grouped_bars, print_rows, pyplot, ratio
 from harness.bench.sources import expand
@@ -198,6 +198,18 @@ def cold_generate(engine: Engine, prefix: str, options: Options, fusion: Fusion 
 def first_text(generation: Generation) -> str:
     """The best completion's text ("" when the model offered none)."""
     return generation.completions[0].text if generation.completions else ""
+
+
+def first_past_typed(engine: Engine, completion: Completion) -> tuple[int, bytes] | None:
+    """The completion's first token that goes past the typed bytes it re-reads (for cpc, the covering path's
+    last token, which may reach past the cursor), and its bytes past them; None when no token does."""
+    covered = 0
+    for token in completion.tokens:
+        piece = engine.vocab.pieces[token]
+        if covered + len(piece) > len(completion.typed):
+            return token, piece[len(completion.typed) - covered :]
+        covered += len(piece)
+    return None
 
 
 def word_exact(text: str, word_rest: str, word_chars: re.Pattern = WORD_CHARS) -> bool:

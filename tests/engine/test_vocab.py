@@ -1,8 +1,10 @@
 """Vocabularies from tiktoken and from GGUF models: exact bytes per token."""
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from cpc.vocab import Vocabulary, cl100k_encoding
+from cpc.vocab import TokenGroups, Vocabulary, cl100k_encoding
 
 SAMPLES = ["def main():\n    return 42", "名前 = 'こんにちは'", "emoji 😀👍🏽 done", "naïve café"]
 
@@ -63,3 +65,23 @@ def test_control_tokens_never_cover_text(gemma_tokenizer, smollm2_tokenizer):
         assert all(vocab.special[t] for t in vocab.eos_ids)
         for token in vocab.special.nonzero()[0][:200]:
             assert token not in vocab.find(vocab.pieces[token])
+
+
+members = st.lists(st.tuples(st.binary(max_size=2), st.integers(0, 30)), max_size=40)
+
+
+@given(members, members)
+def test_token_groups_hold_what_a_dict_of_lists_would(firsts, seconds):
+    both, firsts_alone = TokenGroups.of_two_kinds(firsts, seconds)
+    for groups, pairs in ((both, firsts + seconds), (firsts_alone, firsts)):
+        expected: dict[bytes, list[int]] = {}
+        for key, token in pairs:
+            expected.setdefault(key, []).append(token)
+        assert sorted(groups.keys()) == sorted(expected)
+        for key in {key for key, _ in firsts + seconds} | {b"\xff\xff\xff"}:
+            assert (key in groups) == (key in expected)
+            if key in expected:
+                assert groups[key].tolist() == expected[key]
+            else:
+                with pytest.raises(KeyError):
+                    groups[key]
