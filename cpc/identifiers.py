@@ -169,7 +169,7 @@ class TokenShapes:
         size = len(pieces)
         self.pieces = pieces
         self.lead = np.fromiter(map(_lead, pieces), dtype=np.int32, count=size)
-        self.length = np.fromiter(map(len, pieces), dtype=np.int32, count=size).astype(np.float32)
+        self.length = np.fromiter(map(len, pieces), dtype=np.float32, count=size)
         self.breaks = self.lead < self.length
         self.assigns = ~self.breaks & (self.length > 0)
         """Tokens whose bytes after the word they end begin an assignment to it (`` =``, ``+=``, ``:``, ``,``),
@@ -178,8 +178,11 @@ class TokenShapes:
         for token in breaking:
             self.assigns[token] = _ASSIGNMENT.match(pieces[token], int(self.lead[token])) is not None
         trails = {token: trail for token in breaking if (trail := trailing_word(pieces[token]))}
-        self.opens_word = np.zeros(size, dtype=bool)
-        self.opens_word[list(trails)] = True
+        # The masks a row is built with are float32 ones and zeros: a product (``row += mask * x``) over 262,144
+        # tokens is about 15 times as fast as a masked write (``where=mask``), which branches on every token.
+        self.opens_word = np.zeros(size, dtype=np.float32)
+        """1 for tokens that open a word after a break (`` self``, ``(self``), else 0."""
+        self.opens_word[list(trails)] = 1.0
         self.stems, self.words = TokenGroups.of_two_kinds(
             ((pieces[token], token) for token in np.flatnonzero(~self.breaks & (self.length > 0)).tolist()),
             ((trail, token) for token, trail in trails.items()),
@@ -190,10 +193,15 @@ class TokenShapes:
         self.finishers = TokenGroups.of((pieces[token][:lead], token) for token in breaking if (lead := self.lead[token]))
         """Tokens that end a word after identifier bytes, by those bytes (``ghted(`` under ``ghted``)."""
         self.longest_stem = max(map(len, self.stems.keys()), default=0)
-        self.ends_first = self.breaks & (self.lead == 0)
-        """Tokens whose first byte ends the word (``(``, ``" ."``, ``"\\n"``)."""
-        self.goes_on = ~self.ends_first
-        """The others: tokens whose first byte does not end the word (a mask for in-place writes)."""
+        ends_first = self.breaks & (self.lead == 0)
+        self.ends_first = ends_first.astype(np.float32)
+        """1 for tokens whose first byte ends the word (``(``, ``" ."``, ``"\\n"``), else 0."""
+        self.goes_on = (~ends_first).astype(np.float32)
+        """1 for the others: tokens whose first byte does not end the word."""
+        self.judged_outside = self.opens_word + (~self.breaks & (self.length > 0))
+        """1 for the tokens whose word is judged from outside a word: whole-word tokens, and those that open one."""
+        self.ends_unassigned = (self.breaks & ~self.assigns).astype(np.float32)
+        """1 for tokens that end a word with no assignment to it after it."""
 
     def __len__(self) -> int:
         return len(self.pieces)
@@ -339,13 +347,13 @@ class IdentifierModel:
                 if names.support[stem] <= count:
                     leads[shapes.stems[stem]] = False
         dead = np.where(leads, np.float32(0.0), np.float32(-penalty))
-        self._opening = np.where(shapes.opens_word, dead, np.float32(0.0))
+        self._opening = dead * shapes.opens_word
         """Scores of the words tokens open after a break: nothing, or the penalty for one that leads nowhere."""
-        self._fresh = np.where(shapes.breaks, self._opening, dead * (shapes.length > 0))
+        self._fresh = dead * shapes.judged_outside
         """Scores from outside a word: whole-word tokens are judged too."""
         self._free = np.zeros(len(shapes), dtype=np.float32)
         """Scores of the words tokens open where no penalty is due (they may be new names, or prose)."""
-        self._unless_assigned = np.where(shapes.breaks & ~shapes.assigns, np.float32(-penalty), np.float32(0.0))
+        self._unless_assigned = shapes.ends_unassigned * np.float32(-penalty)
         """What a statement's first word pays when a token ends it on no name: nothing where an assignment follows."""
         self._prefixes: dict[bytes, _Prefix] = {}
 
@@ -378,9 +386,9 @@ class IdentifierModel:
         prefix = self._prefix(word)
         if prefix.is_known:  # a finished name keeps its bonus where the next token's first byte ends the word
             row = opening.copy()
-            np.add(row, leaving, where=self.shapes.goes_on, out=row)
+            row += self.shapes.goes_on * leaving
             if not prefix.is_name:  # a language name: the bonus earned toward the project's names goes back
-                np.subtract(row, np.float32(earned), where=self.shapes.ends_first, out=row)
+                row -= self.shapes.ends_first * np.float32(earned)
         else:
             row = opening + leaving
         row[prefix.keep] = 0.0

@@ -48,36 +48,23 @@ function isSource(value: unknown): value is SettingsSource {
     return typeof value === 'object' && value !== null && typeof (value as SettingsSource).get === 'function';
 }
 
-/** An integer >= min, or the fallback when the value is not a finite number. */
-export function toInteger(value: unknown, fallback: number, min: number): number {
-    let n: number;
-    if (typeof value === 'number') {
-        n = value;
-    } else if (typeof value === 'string' && value.trim() !== '') {
-        n = Number(value);
-    } else {
-        return fallback;
-    }
+/** A number >= min, or the fallback when the value is not a finite number; `integer` truncates fractions. */
+function toFiniteNumber(value: unknown, fallback: number, min: number, integer: boolean): number {
+    const n = typeof value === 'number' ? value : typeof value === 'string' && value.trim() !== '' ? Number(value) : NaN;
     if (!Number.isFinite(n)) {
         return fallback;
     }
-    return Math.max(min, Math.trunc(n));
+    return Math.max(min, integer ? Math.trunc(n) : n);
+}
+
+/** An integer >= min, or the fallback when the value is not a finite number. */
+export function toInteger(value: unknown, fallback: number, min: number): number {
+    return toFiniteNumber(value, fallback, min, true);
 }
 
 /** A number >= min (fractions kept), or the fallback when the value is not a finite number. */
 export function toNumber(value: unknown, fallback: number, min: number): number {
-    let n: number;
-    if (typeof value === 'number') {
-        n = value;
-    } else if (typeof value === 'string' && value.trim() !== '') {
-        n = Number(value);
-    } else {
-        return fallback;
-    }
-    if (!Number.isFinite(n)) {
-        return fallback;
-    }
-    return Math.max(min, n);
+    return toFiniteNumber(value, fallback, min, false);
 }
 
 function toBoolean(value: unknown, fallback: boolean): boolean {
