@@ -40,6 +40,8 @@ step remote_lines 120 $py benchmarks/bench_remote_lines.py --server-args "-ngl $
     --json "$work/remote_lines.json"
 step typing 70 $py benchmarks/bench_lsp.py --only typing --set gpuLayers=$layers --json "$work/typing.json"
 step profile 60 $py benchmarks/profile_request.py --gpu-layers "$layers" --cases 30 --json "$work/profile.json"
+step profile_fused 60 $py benchmarks/profile_request.py --gpu-layers "$layers" --cases 30 --fusion \
+    --json "$work/profile_fused.json"
 step drafts_cost 45 $py benchmarks/bench_drafts.py --gpu-layers "$layers" --only cost --json "$work/drafts_cost.json"
 step drafts_lines 60 $py benchmarks/bench_drafts.py --gpu-layers "$layers" --only lines --cases "$cases" \
     --json "$work/drafts_lines.json"

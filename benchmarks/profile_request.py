@@ -1,6 +1,6 @@
 """Where a request's time goes: naive against cpc, on short and long prompts.
 
-    python benchmarks/profile_request.py [--model default] [--cases 20] [--gpu-layers N] [--json OUT] [--plot OUT.png]
+    python benchmarks/profile_request.py [--model default] [--cases 20] [--gpu-layers N] [--fusion] [--json OUT] [--plot OUT.png]
 
 Cursors are drawn as `python -m harness.bench` draws them (standard library a–m, half on
 a token boundary, half inside a token); each is completed cold in each mode,
@@ -15,13 +15,16 @@ called inside another is taken out of the outer one's time):
 - ``tokenize``: the tokenizer (the prompt, re-encode validations);
 - ``candidates``: the covering-path search, validations aside;
 - ``beam``: the byte beam, aside from what it calls;
+- ``fusion``: with ``--fusion``, the fusion models' scores per step (`cpc.fusion.Fusion.advance`);
+- ``fusion setup``: with ``--fusion``, making a request's fusion models (`cpc.fusion.ProjectCorpus.fusion`);
 - ``python``: the rest of the request (generation, detokenizing, glue).
 
 Also per request: model calls, decodes, tokens evaluated and states
 answered, and the *host ms per state*: everything but the decode, divided
 by the states the model answered (what a state costs around the forward
 pass). The report gives medians per stage and mode, and the cpc − naive
-difference that is the latency tax.
+difference that is the latency tax. ``--fusion`` fuses each case's file
+into its requests as the server fuses an open document (its default).
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from cpc import beam, candidates, llama, lm, tokenizer  # noqa: E402
+from cpc import beam, candidates, fusion, llama, lm, tokenizer  # noqa: E402
 from cpc.engine import Engine  # noqa: E402
 from cpc.generate import Options  # noqa: E402
 from cpc.model_files import stderr_progress  # noqa: E402
@@ -52,6 +55,8 @@ STAGES = {
     "tokenize": (tokenizer.LlamaTokenizer, "encode"),
     "candidates": (candidates.CandidateFinder, "analyze"),
     "beam": (beam.ByteBeam, "read"),
+    "fusion": (fusion.Fusion, "advance"),
+    "fusion setup": (fusion.ProjectCorpus, "fusion"),
 }
 COUNTERS = ("calls", "decodes", "tokens", "states")
 
@@ -91,9 +96,11 @@ class StageClock:
         return {stage: totals.get(stage, 0.0) * 1000 for stage in STAGES}
 
 
-def profile(engine: Engine, cases: list[quality.Case], clock: StageClock, max_tokens: int) -> list[dict]:
+def profile(engine: Engine, cases: list[quality.Case], clock: StageClock, max_tokens: int,
+            fused: bool = False) -> list[dict]:
     rows = []
     for number, case in enumerate(cases):
+        corpus = quality.document_corpus(engine, case) if fused else None
         for prompt in quality.PROMPTS:
             prefix = case.prefix if prompt == "long" else quality.shorten(engine.tokenizer, case.prefix)
             for mode in ("naive", "cpc"):
@@ -101,7 +108,8 @@ def profile(engine: Engine, cases: list[quality.Case], clock: StageClock, max_to
                 engine.clear()
                 clock.take()
                 started = time.perf_counter()
-                quality.cold_generate(engine, prefix, Options(mode=mode, max_tokens=max_tokens))
+                fusion_models = corpus.fusion(quality.document_key(case)) if corpus is not None else None
+                quality.cold_generate(engine, prefix, Options(mode=mode, max_tokens=max_tokens), fusion_models)
                 total = (time.perf_counter() - started) * 1000
                 stages = clock.take()
                 stages["python"] = total - sum(stages.values())
@@ -137,13 +145,13 @@ def summary(rows: list[dict]) -> dict:
 
 def print_summary(result: dict) -> None:
     stages = [*STAGES, "python"]
-    header = f"{'prompt':6} {'mode':15} {'total':>7} " + " ".join(f"{s:>11}" for s in stages) + " " + " ".join(
+    header = f"{'prompt':6} {'mode':15} {'total':>7} " + " ".join(f"{s:>12}" for s in stages) + " " + " ".join(
         f"{c:>7}" for c in COUNTERS)
     print(header)
     for prompt, by_mode in result.items():
         for mode in ("naive", "cpc", "cpc_minus_naive"):
             row = by_mode[mode]
-            print(f"{prompt:6} {mode:15} {row['total_ms']:7.0f} " + " ".join(f"{row[s + '_ms']:11.1f}" for s in stages)
+            print(f"{prompt:6} {mode:15} {row['total_ms']:7.0f} " + " ".join(f"{row[s + '_ms']:12.1f}" for s in stages)
                   + " " + " ".join(f"{row[c]:7.0f}" for c in COUNTERS))
         print(f"{prompt:6} cpc/naive p50 total: {by_mode['cpc_over_naive_total']}; host ms per state: naive "
               f"{by_mode['naive']['host_ms_per_state']}, cpc {by_mode['cpc']['host_ms_per_state']}")
@@ -183,6 +191,7 @@ def main() -> int:
     parser.add_argument("--gpu-layers", type=int, default=0, help="model layers on the GPU (-1: all)")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--max-tokens", type=int, default=48)
+    parser.add_argument("--fusion", action="store_true", help="fuse each case's file, as the server fuses an open document")
     parser.add_argument("--json", metavar="OUT")
     parser.add_argument("--plot", metavar="OUT.png")
     args = parser.parse_args()
@@ -190,11 +199,12 @@ def main() -> int:
     cases = quality.draw_cases(engine, expand(args.files), args.cases, args.seed)
     clock = StageClock()
     clock.install()
-    rows = profile(engine, cases, clock, args.max_tokens)
+    rows = profile(engine, cases, clock, args.max_tokens, args.fusion)
     result = summary(rows)
     print_summary(result)
     if args.json:
-        Path(args.json).write_text(json.dumps({"model": engine.vocab.name, "summary": result, "rows": rows}, indent=2))
+        Path(args.json).write_text(json.dumps({"model": engine.vocab.name, "fusion": args.fusion, "summary": result,
+                                               "rows": rows}, indent=2))
     if args.plot:
         plot(result, args.plot)
     return 0

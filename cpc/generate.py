@@ -487,7 +487,7 @@ def _choose(engine: Engine, live: list[_Stream], banned: np.ndarray, fusion: Fus
         chosen, logprobs = engine.lm.greedy_next(states, banned)
         return [[(token, logprob, None)] for token, logprob in zip(chosen.tolist(), logprobs.tolist())]
     scores, next_states = fusion.advance([s.fusion_state for s in live])
-    chosen, fused = best_allowed(engine.lm.next_logprobs(states) + scores, banned)
+    chosen, fused = best_allowed(np.add(engine.lm.next_logprobs(states), scores, out=scores), banned)
     return [[(token, logprob, next_states[number, token])]
             for number, (token, logprob) in enumerate(zip(chosen.tolist(), fused.tolist()))]
 

@@ -401,8 +401,8 @@ def log_softmax(row: np.ndarray, logits: np.ndarray) -> None:
     >>> row = np.empty(2, np.float32); log_softmax(row, np.array([1.0, 1.0], np.float32)); [round(float(v), 4) for v in row]
     [-0.6931, -0.6931]
     """
-    _, log_sum = log_normaliser(logits, row)
-    np.subtract(logits, logits.max(), out=row)
+    maximum, log_sum = log_normaliser(logits, row)
+    np.subtract(logits, maximum, out=row)
     row -= log_sum
 
 
