@@ -347,13 +347,14 @@ class IdentifierModel:
                 if names.support[stem] <= count:
                     leads[shapes.stems[stem]] = False
         dead = np.where(leads, np.float32(0.0), np.float32(-penalty))
-        self._opening = dead * shapes.opens_word
+        zero = np.float32(0.0)  # added to a product, it makes the -0.0 of ``-penalty * 0`` the 0.0 np.where gave
+        self._opening = dead * shapes.opens_word + zero
         """Scores of the words tokens open after a break: nothing, or the penalty for one that leads nowhere."""
-        self._fresh = dead * shapes.judged_outside
+        self._fresh = dead * shapes.judged_outside + zero
         """Scores from outside a word: whole-word tokens are judged too."""
         self._free = np.zeros(len(shapes), dtype=np.float32)
         """Scores of the words tokens open where no penalty is due (they may be new names, or prose)."""
-        self._unless_assigned = shapes.ends_unassigned * np.float32(-penalty)
+        self._unless_assigned = shapes.ends_unassigned * np.float32(-penalty) + zero
         """What a statement's first word pays when a token ends it on no name: nothing where an assignment follows."""
         self._prefixes: dict[bytes, _Prefix] = {}
 
