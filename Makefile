@@ -98,6 +98,7 @@ bench: $(STAMP)
 	$(BIN)/python -m harness.bench --files '<stdlib>/[a-m]*.py' --cases 60 --seed 1 --json $(OUT)/bench_complete.json --plot $(OUT)/bench_complete.png
 	$(BIN)/python -m harness.bench --files '<stdlib>/[a-m]*.py' --prompt short --cases 60 --seed 1 --json $(OUT)/bench_complete_short.json --plot $(OUT)/bench_complete_short.png
 	$(BIN)/python benchmarks/profile_request.py --cases 12 --json $(OUT)/profile_request.json --plot $(OUT)/profile_request.png
+	$(BIN)/python benchmarks/profile_keystrokes.py --lines 10 --json $(OUT)/profile_keystrokes.json --plot $(OUT)/profile_keystrokes.png
 	$(BIN)/python benchmarks/probe_backend_sampling.py --json $(OUT)/probe_backend_sampling.json
 	$(BIN)/python benchmarks/probe_batch_noise.py --json $(OUT)/probe_batch_noise.json
 	$(BIN)/python benchmarks/bench_drafts.py --cases 40 --json $(OUT)/bench_drafts.json --plot $(OUT)/bench_drafts.png

@@ -56,6 +56,7 @@ if TYPE_CHECKING:
 __all__ = ["Fusion", "FusionWeights", "ProjectCorpus"]
 
 SCOPE_WEIGHTS = (0.5, 0.2, 0.3)
+"""The n-gram cache's mixture over (current document, other open documents, workspace files): most local first."""
 FULL_PULL_TOKENS = 1_000
 """Tokens read (workspace files and open documents) from which fusion pulls as hard as its weights say, and
 below which in proportion (`ProjectCorpus.pull`): a lone short file is too little evidence of what the next
@@ -70,7 +71,6 @@ FORESEEN_FULL = 0.5
 """The share of a document's names foreseen from which fusion pulls fully (a file of its project: 0.7 to 0.97
 on the cross-file benchmark's directories), and below which in proportion (a file of names its corpus has
 never seen)."""
-"""The n-gram cache's mixture over (current document, other open documents, workspace files): most local first."""
 
 _WORD_CONTEXT_TOKENS = 16
 
@@ -257,7 +257,9 @@ class ProjectCorpus:
         new = names_in("".join(added).encode("utf-8", errors="replace"))
         document.names.subtract(gone)
         document.names.update(new)
-        document.names = +document.names
+        for name in gone:  # only these can have fallen to 0: the counts stay positive without a copy of them all
+            if document.names[name] <= 0:
+                del document.names[name]
         self.names.remove(gone)
         self.names.add(new)
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import PurePosixPath
 
 USE, START, DEFINE, PROSE = "use", "start", "define", "prose"
@@ -109,8 +110,14 @@ class Place:
 
     @classmethod
     def of(cls, text: bytes, syntax: Syntax) -> Place:
-        """The place at the end of ``text`` (read from its start: a text that starts inside a string is misread)."""
-        return cls(syntax).after(text)
+        """The place at the end of ``text`` (read from its start: a text that starts inside a string is misread).
+
+        The place where its last line starts is kept (`_line_start`): the texts of a request's starts, and
+        of the keystrokes after it, differ in their last line, which is all that is read again. Reading on
+        from a line's start gives what reading from the text's start gives: no delimiter holds a newline.
+        """
+        cut = text.rfind(b"\n") + 1
+        return _line_start(text[:cut], syntax).after(text[cut:])
 
     def after(self, data: bytes) -> Place:
         """The place once ``data`` is written here."""
@@ -154,3 +161,9 @@ class Place:
         if _DEFINES.search(self.line):
             return DEFINE
         return START if _STARTS.fullmatch(self.line) else USE
+
+
+@lru_cache(maxsize=16)
+def _line_start(text: bytes, syntax: Syntax) -> Place:
+    """The place at the end of ``text``, which ends a line (or is empty): a few documents' windows at a time."""
+    return Place(syntax).after(text)

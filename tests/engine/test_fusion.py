@@ -16,7 +16,7 @@ from cpc.fusion import MIN_PULL, FusionWeights, ProjectCorpus
 from cpc.identifiers import (
     _ASSIGNMENT, BONUS, MIN_CAP, PENALTY, IdentifierModel, NameCounts, TokenShapes, language_names, names_in,
 )
-from cpc.syntax import DEFINE, PROSE, PYTHON, START, USE, Place
+from cpc.syntax import C_LIKE, DEFINE, PROSE, PYTHON, START, USE, Place
 from cpc.ngram import DISCOUNT, SCALE, DocumentCounts, FileCounts, Merged, NGramModel, WithoutLine, ngrams
 from cpc.tokenizer import TiktokenTokenizer
 from tests.support.strategies import code_text, examples
@@ -122,7 +122,8 @@ def test_incremental_updates_equal_a_rebuild(cl100k, text, steps):
     rebuilt = ProjectCorpus(cl100k, order=4)
     rebuilt.update_document("doc", text)
     assert live.documents["doc"].counts.counts == rebuilt.documents["doc"].counts.counts
-    assert live.documents["doc"].names == rebuilt.documents["doc"].names
+    assert live.documents["doc"].names == rebuilt.documents["doc"].names  # Counter equality: a 0 equals a missing name,
+    assert min(live.documents["doc"].names.values(), default=1) > 0  # so no name may be left at 0 either
     assert live.names.counts == rebuilt.names.counts
     assert live.names.sorted == rebuilt.names.sorted
     assert live.names.support == rebuilt.names.support
@@ -279,6 +280,21 @@ def test_where_a_word_starts_decides_how_it_is_judged(typed, role):
         assert (row[called], row[assigned]) == (-PENALTY, 0.0)
     else:
         assert not row.any() and state[0] is None
+
+
+_DELIMITED = st.lists(
+    st.sampled_from([b'"""', b"'''", b'"', b"'", b"`", b"#", b"//", b"/*", b"*/", b"\\", b"\n", b"x", b" ", b"def "]),
+    max_size=40,
+).map(b"".join)
+
+
+@settings(max_examples=examples(300), deadline=None)
+@given(_DELIMITED, st.sampled_from([PYTHON, C_LIKE]))
+def test_a_place_read_on_from_its_line_start_is_the_place_read_from_the_start(text, syntax):
+    """`Place.of` keeps the place where a text's last line starts and reads only that line again: as a
+    keystroke after another would, every prefix of the text gives what one read from its start gives."""
+    for end in range(len(text) + 1):
+        assert Place.of(text[:end], syntax) == Place(syntax).after(text[:end]), text[:end]
 
 
 def test_the_language_s_own_names_are_known(cl100k):
