@@ -27,8 +27,10 @@ so that the servers are measured without the editors' work on their cores
 (a team's editors run on laptops of their own).
 
 Failover (`remote_load.failover`): 16 editors on 2 replicas, one stopped a
-quarter into the run and started again at half: how many requests were
-answered, refused (said to the user) or lost (none may be), per second.
+quarter into the run (SIGTERM twice, `harness.llama_server.LlamaServer.stop`)
+and started again at half: how many requests were answered, refused (said
+to the user) or lost (none may be), per second, and how long the requests
+in flight at the stop went on after it.
 
 Quality (``--only quality``: not in the default run, which it would make
 seven minutes longer): the cursors of ``python -m harness.bench`` (standard-library
@@ -438,9 +440,12 @@ def show(result: dict, plot_path: str | None) -> None:
     if "failover" in result:
         run = result["failover"]
         print_rows([run], THROUGHPUT_COLUMNS)
-        print(f"failover: one of 2 replicas stopped at {run['stopped_s']} s, started again at {run['restarted_s']} s, "
-              f"serving at {run['serving_again_s']} s; states per replica {run['states_per_replica']}; "
+        print(f"failover: one of 2 replicas stopped at {run['stopped_s']} s (exited at {run.get('exited_s', '?')} s), "
+              f"started again at {run['restarted_s']} s, serving at {run['serving_again_s']} s; states per replica {run['states_per_replica']}; "
               f"errors {run['errors']}")
+        if "in_flight_at_stop" in run:  # runs before it was measured lack it
+            print(f"in flight at the stop: {run['in_flight_at_stop']} requests, answered {run['after_stop_p50_s']} s "
+                  f"(p50) and at most {run['after_stop_max_s']} s after it")
     if plot_path:
         plot(result, plot_path)
 

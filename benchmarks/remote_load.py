@@ -341,7 +341,8 @@ def failover(editors: Editors, cases: list[Case], count: int, seconds: float, pa
         began = editors.go(count, seconds)
         time.sleep(max(0.0, began + seconds / 4 - time.monotonic()))
         stopped = time.monotonic() - began
-        servers[1].stop()  # SIGTERM: the requests in flight there see their connection close
+        servers[1].stop()  # as an administrator stops it (SIGTERM twice): its requests in flight go to the other
+        exited = time.monotonic() - began
         time.sleep(max(0.0, began + seconds / 2 - time.monotonic()))
         restarted = time.monotonic() - began
         servers[1].start()
@@ -352,7 +353,12 @@ def failover(editors: Editors, cases: list[Case], count: int, seconds: float, pa
     timeline = {outcome: [0] * (int(seconds) + 1) for outcome in (ANSWERED, REFUSED, LOST)}
     for start, _, outcome in spans:
         timeline[outcome][min(int(seconds), int(start - began))] += 1
-    row |= {"stopped_s": round(stopped, 1), "restarted_s": round(restarted, 1), "serving_again_s": round(serving, 1),
+    waits = sorted(end - (began + stopped) for start, end, _ in spans if start <= began + stopped < end)
+    row |= {"stopped_s": round(stopped, 1), "exited_s": round(exited, 1), "restarted_s": round(restarted, 1),
+            "serving_again_s": round(serving, 1),
+            "in_flight_at_stop": len(waits),  # and how long they went on after it: the stop's stall
+            "after_stop_p50_s": round(statistics.median(waits), 2) if waits else None,
+            "after_stop_max_s": round(waits[-1], 2) if waits else None,
             "timeline": timeline}
     print(f"failover: {row}", file=sys.stderr)
     return row

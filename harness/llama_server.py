@@ -26,6 +26,8 @@ from cpc.model_files import resolve_model
 from harness.threads import MODEL_THREADS
 
 BINARY = Path(sys.executable).with_name("llama-server")
+STOP_GRACE_S = 1.0
+"""How long a stopping llama-server may take before the second SIGTERM that makes it exit at once."""
 
 
 def free_port() -> int:
@@ -129,13 +131,21 @@ class LlamaServer:
             self.process.wait()
 
     def stop(self) -> None:
+        """SIGTERM, and a second one after `STOP_GRACE_S`, as an administrator stops a replica.
+
+        Once told to stop, llama-server answers none of the requests in flight and waits for them; at a
+        second SIGTERM it exits at once, their connections close, and the editors go to another replica.
+        """
         if self.process is not None and self.process.poll() is None:
             self.process.send_signal(signal.SIGCONT)  # a paused process cannot act on SIGTERM
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.kill()
+            for grace in (STOP_GRACE_S, 10):
+                self.process.terminate()
+                try:
+                    self.process.wait(timeout=grace)
+                    return
+                except subprocess.TimeoutExpired:
+                    pass
+            self.kill()
 
     def __enter__(self) -> LlamaServer:
         return self.start()

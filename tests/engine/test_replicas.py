@@ -5,13 +5,18 @@ keystroke reads a token or two), documents spread over both, a replica
 stopped mid-run is skipped and its documents served by the other, it takes
 them back when it is started again, and editors typing all the while lose
 no request and get no other state's answer. With no replica answering, one
-clear error; then service again on the same client.
+clear error; then service again on the same client. A replica stopped as
+docs/team-server.md says (SIGTERM twice) exits at once, and its requests in
+flight see their connections close.
 """
 
 from __future__ import annotations
 
+import http.client
+import json
 import threading
 import time
+import urllib.request
 
 import numpy as np
 import pytest
@@ -19,7 +24,7 @@ import pytest
 from cpc.engine import Engine
 from cpc.remote import RemoteOptions, RemoteUnavailable
 from cpc.replicas import ReplicatedLM, remote_lm
-from harness.llama_server import LlamaServer, all_running
+from harness.llama_server import STOP_GRACE_S, LlamaServer, all_running
 
 pytestmark = pytest.mark.slow
 
@@ -166,3 +171,30 @@ def test_editors_typing_lose_nothing_when_a_replica_stops_and_starts_again(engin
             thread.join(120)
     assert len(answered) >= 20 and all(answered), (len(answered), wrong[:5])
     assert wrong == []
+
+
+def test_a_replica_stopped_with_two_sigterms_exits_at_once_and_drops_its_requests_in_flight():
+    """What docs/team-server.md tells an administrator (and `LlamaServer.stop` does): once told to stop,
+    llama-server answers no request in flight and keeps running; a second SIGTERM ends it at once, and the
+    requests' connections close, so the editors send them to the next replica instead of waiting."""
+    outcome: dict[str, object] = {}
+    with LlamaServer("default", threads=1) as server:
+        def long_request() -> None:
+            body = json.dumps({"prompt": "def main():\n", "n_predict": 1500, "ignore_eos": True}).encode()
+            request = urllib.request.Request(f"{server.url}/completion", body, {"Content-Type": "application/json"})
+            try:
+                with urllib.request.urlopen(request, timeout=60) as response:
+                    outcome["answered"] = response.read()
+            except (http.client.HTTPException, OSError) as error:
+                outcome["dropped"] = error
+
+        worker = threading.Thread(target=long_request)
+        worker.start()
+        time.sleep(0.5)
+        server.process.terminate()
+        worker.join(STOP_GRACE_S)
+        assert worker.is_alive() and server.process.poll() is None, "told to stop once: it waits, answering nothing"
+        server.process.terminate()
+        assert server.process.wait(timeout=5) == 1, "the second SIGTERM: it exits at once"
+        worker.join(10)
+    assert not worker.is_alive() and "dropped" in outcome, outcome
