@@ -42,7 +42,8 @@ step typing 70 $py benchmarks/bench_lsp.py --only typing --set gpuLayers=$layers
 step profile 60 $py benchmarks/profile_request.py --gpu-layers "$layers" --cases 30 --json "$work/profile.json"
 step profile_fused 60 $py benchmarks/profile_request.py --gpu-layers "$layers" --cases 30 --fusion \
     --json "$work/profile_fused.json"
-step keystrokes 60 $py benchmarks/profile_keystrokes.py --gpu-layers "$layers" --lines 10 --json "$work/keystrokes.json"
+step keystrokes 60 $py benchmarks/profile_keystrokes.py --gpu-layers "$layers" --lines $((cases < 10 ? cases : 10)) \
+    --json "$work/keystrokes.json"
 step drafts_cost 45 $py benchmarks/bench_drafts.py --gpu-layers "$layers" --only cost --json "$work/drafts_cost.json"
 step drafts_lines 60 $py benchmarks/bench_drafts.py --gpu-layers "$layers" --only lines --cases "$cases" \
     --json "$work/drafts_lines.json"
