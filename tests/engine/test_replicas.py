@@ -173,6 +173,17 @@ def test_editors_typing_lose_nothing_when_a_replica_stops_and_starts_again(engin
     assert wrong == []
 
 
+def wait_until_decoding(server: LlamaServer, timeout: float = 30.0) -> bool:
+    """Whether one of the server's slots took up a request within ``timeout`` (its ``/slots``)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with urllib.request.urlopen(f"{server.url}/slots", timeout=10) as response:
+            if any(slot.get("is_processing") for slot in json.loads(response.read())):
+                return True
+        time.sleep(0.05)
+    return False
+
+
 def test_a_replica_stopped_with_two_sigterms_exits_at_once_and_drops_its_requests_in_flight():
     """What docs/team-server.md tells an administrator (and `LlamaServer.stop` does): once told to stop,
     llama-server answers no request in flight and keeps running; a second SIGTERM ends it at once, and the
@@ -190,7 +201,7 @@ def test_a_replica_stopped_with_two_sigterms_exits_at_once_and_drops_its_request
 
         worker = threading.Thread(target=long_request)
         worker.start()
-        time.sleep(0.5)
+        assert wait_until_decoding(server), "the request reached a slot"
         server.process.terminate()
         worker.join(STOP_GRACE_S)
         assert worker.is_alive() and server.process.poll() is None, "told to stop once: it waits, answering nothing"
