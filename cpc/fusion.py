@@ -343,8 +343,8 @@ class ProjectCorpus:
         }
 
     def _tokenize(self, lines: Sequence[str]) -> list[Line]:
-        encode = self.tokenizer.encode
-        return [tuple(encode(line.encode("utf-8", errors="replace"))) for line in lines]
+        encoded = self.tokenizer.encode_many([line.encode("utf-8", errors="replace") for line in lines])
+        return [tuple(tokens) for tokens in encoded]
 
 
 def _lines(text: str) -> list[str]:

@@ -21,7 +21,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, cached_property
 from pathlib import Path
 
 import llama_cpp
@@ -255,14 +255,42 @@ class GGUFModel:
             raise RuntimeError(f"llama_tokenize needed {-count} tokens, buffer had {len(tokens)}")
         return tokens[:count]
 
+    def splitting_token(self) -> tuple[int, bytes] | None:
+        """A token that llama.cpp cuts out of any text before it tokenizes the rest, and its text; None if
+        the model has none.
+
+        llama.cpp finds every user-defined token's text in the raw text first (even when special tokens
+        are not parsed) and tokenizes the pieces between them apart, so texts joined by such a token
+        tokenize as they do alone (`cpc.tokenizer.LlamaTokenizer.encode_many`). Chosen: the longest
+        without whitespace and without stripping the whitespace around it (the least likely to touch
+        what it joins).
+
+        >>> GGUFModel.open("default", vocab_only=True).splitting_token()
+        (255999, b'<start_of_image>')
+        >>> GGUFModel.open("smollm2", vocab_only=True).splitting_token() is None
+        True
+        """
+        attributes = self.token_attributes
+        refused = (llama_cpp.LLAMA_TOKEN_ATTR_CONTROL | llama_cpp.LLAMA_TOKEN_ATTR_UNKNOWN
+                   | llama_cpp.LLAMA_TOKEN_ATTR_LSTRIP | llama_cpp.LLAMA_TOKEN_ATTR_RSTRIP)
+        usable = (attributes & llama_cpp.LLAMA_TOKEN_ATTR_USER_DEFINED != 0) & (attributes & refused == 0)
+        named = [(token, llama_cpp.llama_vocab_get_text(self.vocab_handle, token)) for token in np.flatnonzero(usable).tolist()]
+        named = [(token, text) for token, text in named if text and not any(chr(byte).isspace() for byte in text)]
+        return max(named, key=lambda item: (len(item[1]), -item[0]), default=None)
+
+    @cached_property
+    def token_attributes(self) -> np.ndarray:
+        """Each token's llama.cpp attributes (``LLAMA_TOKEN_ATTR_*`` flags)."""
+        get_attr, vocab = llama_cpp.llama_vocab_get_attr, self.vocab_handle
+        return np.fromiter((get_attr(vocab, token) for token in range(self.n_vocab)), dtype=np.int32, count=self.n_vocab)
+
     def token_pieces(self) -> tuple[list[bytes], np.ndarray]:
         """Every token's exact bytes, and a mask of tokens that never cover text."""
         vocab = self.vocab_handle
         buffer = ctypes.create_string_buffer(256)
         to_piece = llama_cpp.llama_token_to_piece
-        get_attr = llama_cpp.llama_vocab_get_attr
         pieces: list[bytes] = []
-        special = np.zeros(self.n_vocab, dtype=bool)
+        special = self.token_attributes & _NOT_TEXT != 0
         for token in range(self.n_vocab):
             length = to_piece(vocab, token, buffer, 256, 0, False)
             if length < 0:
@@ -272,7 +300,7 @@ class GGUFModel:
             else:
                 piece = buffer.raw[:length]
             pieces.append(piece)
-            if not piece or get_attr(vocab, token) & _NOT_TEXT:
+            if not piece:
                 special[token] = True
         return pieces, special
 

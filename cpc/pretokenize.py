@@ -129,17 +129,28 @@ def chunk_starts(text: str, end: int) -> list[int]:
 def _window_start(text: str) -> int:
     """A chunk boundary at least ``_WINDOW_CHARS`` before the end (or 0).
 
-    A newline between two letters/digits is a chunk of its own, so the
-    position after it is a boundary whatever the regex does around it.
+    The last line start before it whose line has more than whitespace: a
+    newline followed by whitespace without another newline, then a
+    character that is not whitespace, always ends a chunk (``\\s*[\\r\\n]`` backtracks to the last
+    newline of a whitespace run, and punctuation's chunk takes the newlines
+    right after it and no more), and the regex never looks back across a
+    boundary. Nearly every line of code starts one: a rule that asked for a
+    letter on both sides of the newline found none in indented code and
+    read the whole window (20,000 characters: 3.4 ms a call instead of 0.07).
+
+    >>> text = "def f():\\n    return 1\\n" * 20
+    >>> start = _window_start(text)
+    >>> text[start - 1 : start + 4], len(text) - start
+    ('\\ndef ', 264)
     """
     limit = len(text) - _WINDOW_CHARS
     if limit <= 0:
         return 0
-    match = _ALNUM_NEWLINE_ALNUM.search(text, 0, limit)
-    return match.end() - 1 if match else 0
+    match = _LINE_START.search(text, 0, limit)
+    return match.start() + 1 if match else 0
 
 
-_ALNUM_NEWLINE_ALNUM = regex.compile(r"(?r)[\p{L}\p{N}]\n[\p{L}\p{N}]")
+_LINE_START = regex.compile(r"(?r)\n[^\S\r\n]*\S")
 
 
 def ends_inside_character(data: bytes) -> bool:

@@ -65,6 +65,27 @@ def test_long_document_uses_a_window_but_agrees_with_full_regex():
     assert split.start == len(text) - len("_numb")
 
 
+# Lines as code has them, with every kind of line end and whitespace the regex treats apart.
+_ENDS = ["\n", "\r\n", "\n\n", "\r", " \n", ":\n", ")\n\n", "\n\x0b", "\x85", "\u2028", "\x0c\n"]
+_INDENTS = ["", " ", "    ", "\t", "  \t", "\x0b", "\u3000"]
+long_code = st.lists(
+    st.tuples(st.sampled_from(_INDENTS), code_text, st.sampled_from(_ENDS)).map("".join), min_size=30, max_size=90,
+).map("".join)
+
+
+@settings(max_examples=examples(300), deadline=None)
+@given(text=long_code, end=code_text)
+def test_the_window_starts_on_a_boundary_of_the_whole_texts_chunks(text, end):
+    """The regex run from the window's start gives the whole text's own chunks from there on."""
+    from cpc.pretokenize import _window_start
+
+    text += end
+    start = _window_start(text)
+    before = _chunks_before(pretokens(text), start)
+    assert before is not None
+    assert before + pretokens(text[start:]) == pretokens(text)
+
+
 @settings(max_examples=examples(400), deadline=None)
 @given(text=code_text, more=code_text)
 def test_typing_more_never_changes_the_stable_part(text, more):

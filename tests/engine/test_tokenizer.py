@@ -6,12 +6,12 @@ import difflib
 import threading
 
 import pytest
-from hypothesis import HealthCheck, example, given, settings
+from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
 from cpc.gguf import GGUFModel
 from cpc.tokenizer import REUSE_MIN_BYTES, LlamaTokenizer
-from tests.support.strategies import examples
+from tests.support.strategies import code_text, examples
 
 SOURCE = open(difflib.__file__, "rb").read()[: 6 * REUSE_MIN_BYTES]
 
@@ -59,3 +59,50 @@ def test_threads_that_tokenize_at_once_each_get_their_own_texts_tokens(tokenizer
     for thread in threads:
         thread.join()
     assert all(all(results) and len(results) == 200 for results in found)
+
+
+# The pieces that could make a join go wrong: the splitting tokens' own texts whole and cut, other
+# user-defined tokens (newline, space and tab runs, HTML tags), a lone byte of a character.
+_NEAR_SPLITS = [b"<start_of_image>", b"<start_of_image", b"start_of_image>", b">", b"<", b"</td>", b"<td", b"\n", b"  ", b"\t"]
+joinable_texts = st.lists(
+    st.one_of(code_text.map(str.encode), st.sampled_from(_NEAR_SPLITS), st.binary(max_size=3)),
+    max_size=40,
+)
+
+
+@pytest.fixture(scope="module", params=["default", "smollm2", "unigram"])
+def any_tokenizer(request, gemma_tokenizer, smollm2_tokenizer, unigram_tokenizer) -> LlamaTokenizer:
+    return {"default": gemma_tokenizer, "smollm2": smollm2_tokenizer, "unigram": unigram_tokenizer}[request.param]
+
+
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(texts=joinable_texts, joiner=st.sampled_from([None, b"\n", b"  ", b"\t", b"<td>"]))
+@example(texts=[b"a\n", b"\xef\xac\x81", b"\t<start_of_image", b"a\n"], joiner=b"\n")
+@example(texts=[b"\xe2\x80\xa8<start_of_image>  ", b"\n", b"\xf5", b"<td\xc0"], joiner=b"  ")
+@example(texts=[b">", b"\xef\xac\x81\t", b"\n\xe2\x91\xa0", b"\xef\xac\x81\xf5<start_of_image"], joiner=b"\t")
+def test_texts_encoded_together_encode_as_each_alone(any_tokenizer, texts, joiner, monkeypatch):
+    """Many texts in one llama.cpp call give each text's own tokens. Joined by the model's splitting token
+    (``None``), or, in Gemma 3, by another user-defined token that can merge with what it joins (a newline
+    after a newline, spaces after a space): such a join must be noticed and undone."""
+    tokenizer = any_tokenizer
+    if joiner is not None:
+        assume(tokenizer._splitter is not None)  # only Gemma 3 has user-defined tokens
+        monkeypatch.setattr(tokenizer, "_splitter", (tokenizer.vocab.find(joiner)[0], joiner))
+    else:
+        monkeypatch.setattr(tokenizer, "_splitter", tokenizer.gguf.splitting_token())
+    assert tokenizer.encode_many(texts) == [tokenizer.gguf.tokenize(text) for text in texts]
+
+
+def test_gemma_joins_short_texts_and_undoes_a_join_that_merged(gemma_tokenizer, monkeypatch):
+    """The default model has a splitting token and uses it; a join that merges falls back to one call each."""
+    calls = []
+    tokenize = gemma_tokenizer.gguf.tokenize
+    monkeypatch.setattr(gemma_tokenizer.gguf, "tokenize", lambda data: calls.append(data) or tokenize(data))
+    texts = [b"    return x\n", b"def f(y):\n", b"    pass\n"] * 10
+    assert gemma_tokenizer.encode_many(texts) == [tokenize(text) for text in texts]
+    assert len(calls) == 1
+    newline = gemma_tokenizer.vocab.find(b"\n")[0]
+    monkeypatch.setattr(gemma_tokenizer, "_splitter", (newline, b"\n"))
+    calls.clear()
+    assert gemma_tokenizer.encode_many(texts) == [tokenize(text) for text in texts]
+    assert len(calls) == 1 + len(texts)
