@@ -250,8 +250,8 @@ class _ContextEntry:
         and the tokens before it must cover exactly the context."""
         pieces = tokenizer.vocab.pieces
         mask = np.zeros(len(candidates), dtype=bool)
-        for k, token in enumerate(candidates.tolist()):
-            full = tokenizer.encode(self.context + pieces[token])
+        encoded = tokenizer.encode_many([self.context + pieces[token] for token in candidates.tolist()])
+        for k, (token, full) in enumerate(zip(candidates.tolist(), encoded)):
             before = tuple(full[:-1])
             if full[-1] == token and tokenizer.vocab.decode(before) == self.context:
                 if self.tokens is None:
