@@ -10,7 +10,9 @@ seventh of the normaliser's): llama.cpp 0.3.36 hands back another
 output's values for a sampled token id once a call's outputs span
 several micro-batches, so no id is taken from the graph. The summary
 hands the row on unchanged as its sampled logits, so callers that need
-whole rows read them as before (`llama_get_sampled_logits_ith`). With every output sampled, llama.cpp
+whole rows read them as before (`llama_get_sampled_logits_ith`); a row of
+log-probabilities (a fused greedy step's) takes the summary's normaliser
+too, so the host skips its exponentials. With every output sampled, llama.cpp
 copies no raw logits (`needs_raw_logits`), so nothing is copied twice.
 
 On a CPU the ops share the decode's threads and cost more than numpy's

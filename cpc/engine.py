@@ -148,7 +148,7 @@ class Engine:
         model: str | os.PathLike | None = "default",
         *,
         n_ctx: int = DEFAULT_CONTEXT_SIZE,
-        n_seq: int = 8,
+        n_seq: int | None = None,
         states_per_decode: int | None = None,
         threads: int | None = None,
         gpu_layers: int = 0,

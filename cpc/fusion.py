@@ -156,7 +156,7 @@ class Fusion:
         for number, (path, overhang) in enumerate(starts):
             state = origin
             for token in path:
-                scores[number] += self.weights.ngram * float(self.ngram.row(state)[token]) if self.weights.ngram else 0.0
+                scores[number] += self.weights.ngram * self.ngram.score(state, token) if self.weights.ngram else 0.0
                 state = self.ngram.next_state(state, token)
             word_score, word = self.identifiers.start(text, overhang)
             scores[number] += self.weights.identifiers * word_score
@@ -165,15 +165,14 @@ class Fusion:
 
     def advance(self, states: Sequence[FusionState]) -> tuple[np.ndarray, NextStates]:
         """``λ_ngram · ngram + λ_identifiers · identifiers`` for every token after each state: ``[n, V]``."""
-        scores = np.zeros((len(states), self.ngram.size), dtype=np.float32)
         ngram, identifiers = np.float32(self.weights.ngram), np.float32(self.weights.identifiers)
+        scores = (np.empty if identifiers else np.zeros)((len(states), self.ngram.size), dtype=np.float32)
         for row, (context, word) in zip(scores, states):  # row by row: no [n, V] temporaries
-            if ngram:
-                np.multiply(self.ngram.row(context), ngram, out=row)
             if identifiers:
-                scored = self.identifiers.row(word)  # a fresh row
-                scored *= identifiers
-                row += scored
+                np.multiply(self.identifiers.row(word), identifiers, out=row)
+            if ngram:  # the n-gram model scores a few tokens: one pass over the row, not three
+                tokens, scored = self.ngram.scored(context)
+                row[tokens] += scored * ngram
         return scores, NextStates(self, states)
 
     def final(self, states: Sequence[FusionState]) -> np.ndarray:

@@ -356,6 +356,8 @@ class IdentifierModel:
         """Scores of the words tokens open where no penalty is due (they may be new names, or prose)."""
         self._unless_assigned = shapes.ends_unassigned * np.float32(-penalty) + zero
         """What a statement's first word pays when a token ends it on no name: nothing where an assignment follows."""
+        for fixed in (self._opening, self._fresh, self._free):
+            fixed.setflags(write=False)  # `row` hands them out as they are
         self._prefixes: dict[bytes, _Prefix] = {}
 
     def start(self, text: bytes, overhang: bytes = b"") -> tuple[float, State]:
@@ -373,13 +375,14 @@ class IdentifierModel:
         """Every token's score from ``state``: bonus on the way to a name, refund when leaving it.
 
         A word a token opens is judged as a word that starts where ``state`` is (`Place.role`).
+        Outside a word the row is one of the model's own, read-only: most steps of a line make no copy.
         """
         word, earned, judged, place = state
         opening = self._opening if place.role() == USE else self._free
         if word is None:  # in a word that leads to no name, or is not judged: only the words tokens open count
-            return opening + self._unless_assigned if judged == DUE else opening.copy()
+            return opening + self._unless_assigned if judged == DUE else opening
         if not word:
-            return (self._fresh if place.role() == USE else self._free).copy()
+            return self._fresh if place.role() == USE else self._free
         if judged == USE:
             leaving = np.float32(-earned - self.penalty)
         else:  # a statement's first word: the penalty only where a token ends it with no assignment after it

@@ -62,6 +62,18 @@ compute buffer by it, 1 MiB a row for Gemma 3's 262,144 logits: 514 MiB at its d
 size, 512), 65 MiB at 64. The most a call asks is a draft's check (8 states of 7 tokens and the one
 after) and a chunk of `LanguageModel.token_logprobs`; `_evaluate` splits any batch that asks more."""
 
+KV_STREAMS = 4
+"""Sequences (`n_seq`) kept in the KV cache when it is in the host's memory: 27 MiB each for the default
+model (1,536 tokens, sliding-window layers kept whole). Typing asks for few: on 10 lines typed key by
+key, 473 of 499 evaluations asked for one state. The few that ask for more (a cold beam's eight
+paths) are split into decodes of four, which on a CPU cost about what one decode of eight does.
+Four instead of eight took 108 MiB off the server's resident memory, with the same texts and times
+(docs/reliability.md)."""
+
+KV_STREAMS_ON_GPU = 8
+"""`KV_STREAMS` for a model on a GPU: the cache lives in the device's memory, and there eight rows in a
+decode cost little more than four (2.4 against 1.7 ms in docs/gpu.md's run)."""
+
 PREFILL_CHUNK = 128
 """Tokens per ``llama_decode`` when a long prompt is read: the interrupt is polled between chunks
 and each chunk read is kept, so the next request goes on from where an obsolete one stopped.
@@ -86,13 +98,14 @@ class LlamaLM(LanguageModel):
         vocab: Vocabulary,
         *,
         n_ctx: int = DEFAULT_CONTEXT_SIZE,
-        n_seq: int = 8,
+        n_seq: int | None = None,
         n_batch: int = 512,
         threads: int | None = None,
         states_per_decode: int | None = None,
         backend_greedy: bool | None = None,
     ) -> None:
-        """``n_ctx`` tokens per sequence, ``n_seq`` sequences kept in the KV cache.
+        """``n_ctx`` tokens per sequence, ``n_seq`` sequences kept in the KV cache (by default `KV_STREAMS`, or
+        `KV_STREAMS_ON_GPU` for a model whose layers are on a GPU).
 
         ``states_per_decode`` (default ``n_seq``) caps how many states share
         one ``llama_decode``; 1 evaluates one sequence per call.
@@ -101,6 +114,8 @@ class LlamaLM(LanguageModel):
         are on a GPU. ``threads`` fixes the CPU threads; by default every
         core, or one fewer while another process holds one (`cpc.threads`).
         """
+        on_gpu = model.placement is not None and model.placement.offloaded > 0
+        n_seq = n_seq or (KV_STREAMS_ON_GPU if on_gpu else KV_STREAMS)
         self.model = model
         self.vocab = vocab
         self.n_ctx = n_ctx
@@ -111,7 +126,6 @@ class LlamaLM(LanguageModel):
         self.stats = LMStats()
         self._tuner = None if threads else ThreadTuner(len(os.sched_getaffinity(0)))
         self._threads = threads or len(os.sched_getaffinity(0))
-        on_gpu = model.placement is not None and model.placement.offloaded > 0
         backend_greedy = on_gpu if backend_greedy is None else backend_greedy
         self._ctx = _new_context(model, n_ctx, n_seq, n_batch, self._threads, backend_greedy)
         self._memory = llama_cpp.llama_get_memory(self._ctx)
@@ -154,10 +168,11 @@ class LlamaLM(LanguageModel):
         self._slots = [np.empty(0, dtype=np.int64) for _ in range(self.n_seq)]
 
     def next_logprobs(self, states: Sequence[Sequence[int]], *, greedy: bool = False) -> np.ndarray:
-        return self._rows(states, log_softmax)
+        return self._rows(states, self._log_softmax)
 
     def next_scores(self, states: Sequence[Sequence[int]]) -> np.ndarray:
-        return self._rows(states, np.copyto)  # llama.cpp's logits as they are: one copy, no pass
+        # llama.cpp's logits as they are: one copy, no pass
+        return self._rows(states, lambda row, batch_index: np.copyto(row, self._logits(batch_index)))
 
     @property
     def backend_greedy(self) -> bool:
@@ -214,11 +229,21 @@ class LlamaLM(LanguageModel):
         self._count_drafts(walks)
         return [tuple(walk.tokens) for walk in walks]
 
-    def _rows(self, states: Sequence[Sequence[int]], write: Callable[[np.ndarray, np.ndarray], object]) -> np.ndarray:
-        """One row per state: ``write(row, logits)`` makes it from llama.cpp's logits."""
+    def _rows(self, states: Sequence[Sequence[int]], write: Callable[[np.ndarray, int], object]) -> np.ndarray:
+        """One row per state: ``write(row, batch_index)`` makes it from that batch entry's logits."""
         rows = np.empty((len(states), self.n_vocab), dtype=np.float32)
-        order = self._answer(states, lambda number, batch_index: write(rows[number], self._logits(batch_index)))
+        order = self._answer(states, lambda number, batch_index: write(rows[number], batch_index))
         return _as_asked(order, states, rows)
+
+    def _log_softmax(self, row: np.ndarray, batch_index: int) -> None:
+        """A batch entry's log-probabilities, normalised by the graph's summary where there is one (a fused
+        greedy step's row on a GPU: three passes over the row instead of six, none of them exponentials)."""
+        logits = self._logits(batch_index)
+        normaliser = self._backend_normaliser(batch_index, logits)
+        if normaliser is not None and logits.max() != normaliser[0]:
+            normaliser = None  # not this row's summary: the host normalises it
+        log_softmax(row, logits, normaliser)
+        self.stats.summarised += normaliser is not None
 
     def _backend_normaliser(self, batch_index: int, logits: np.ndarray) -> Normaliser | None:
         """The greedy summary's normaliser of a batch entry (None without one, or when it cannot be

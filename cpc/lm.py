@@ -57,7 +57,8 @@ class LMStats:
     prefilled: int = 0
     """Tokens read ahead by `LanguageModel.prefill` (warming the cache)."""
     summarised: int = 0
-    """Greedy steps whose normaliser came from the model's graph (`LanguageModel.backend_greedy`)."""
+    """Greedy steps and rows of log-probabilities whose normaliser came from the model's graph
+    (`LanguageModel.backend_greedy`)."""
     drafted: int = 0
     """Draft tokens checked (`LanguageModel.check_drafts`)."""
     accepted: int = 0
@@ -395,13 +396,14 @@ def logprob_of(logits: np.ndarray, token: int, normaliser: Normaliser) -> float:
     return float((logits[token] - maximum) - log_sum)
 
 
-def log_softmax(row: np.ndarray, logits: np.ndarray) -> None:
-    """Write ``logits``' log-probabilities into ``row`` (float32).
+def log_softmax(row: np.ndarray, logits: np.ndarray, normaliser: Normaliser | None = None) -> None:
+    """Write ``logits``' log-probabilities into ``row`` (float32); a ``normaliser`` already known (a GPU's,
+    `cpc.backend_sampling`) saves the exponentials' pass.
 
     >>> row = np.empty(2, np.float32); log_softmax(row, np.array([1.0, 1.0], np.float32)); [round(float(v), 4) for v in row]
     [-0.6931, -0.6931]
     """
-    maximum, log_sum = log_normaliser(logits, row)
+    maximum, log_sum = normaliser or log_normaliser(logits, row)
     np.subtract(logits, maximum, out=row)
     row -= log_sum
 

@@ -348,7 +348,7 @@ class NGramModel:
         present = [(counts, weight) for counts, weight in scopes if weight > 0 and not counts.empty]
         total = sum(weight for _, weight in present)
         self.scopes = [(counts, weight / total) for counts, weight in present]
-        self._rows: dict[Context, np.ndarray] = {}
+        self._scored: dict[Context, tuple[np.ndarray, np.ndarray]] = {}
 
     def init_states(self, histories: Sequence[Sequence[int]]) -> list[Context]:
         keep = self.order - 1
@@ -360,12 +360,30 @@ class NGramModel:
     def final(self, states: Sequence[Context]) -> np.ndarray:
         return np.zeros(len(states))
 
-    def row(self, state: Context) -> np.ndarray:
-        """Every token's score after ``state``, ``log(1 + κ·P(t | state))`` (a cached row: do not write to it)."""
-        row = self._rows.get(state)
-        if row is None:
-            row = self._rows[state] = self._row(state)
-        return row
+    def scored(self, state: Context) -> tuple[np.ndarray, np.ndarray]:
+        """The tokens that score after ``state``, and their scores ``log(1 + κ·P(t | state))`` (float32); every
+        other token scores 0. A few tokens of the vocabulary, kept per state (do not write to them).
+
+        >>> counts = DocumentCounts(order=2)
+        >>> counts.update([(5, 6, 5, 7)])
+        >>> tokens, scores = NGramModel([(counts, 1.0)], vocabulary_size=10, order=2).scored((5,))
+        >>> tokens.tolist(), [round(float(score), 3) for score in scores]
+        ([6, 7], [1.253, 1.253])
+        """
+        scored = self._scored.get(state)
+        if scored is None:
+            found = self.probabilities(state)
+            tokens = np.fromiter(found.keys(), dtype=np.int64, count=len(found))
+            values = np.fromiter(found.values(), dtype=np.float64, count=len(found))
+            inside = tokens < self.size
+            scored = self._scored[state] = (tokens[inside], np.log1p(SCALE * values[inside]).astype(np.float32))
+        return scored
+
+    def score(self, state: Context, token: int) -> float:
+        """One token's score after ``state`` (`scored`)."""
+        tokens, scores = self.scored(state)
+        found = np.flatnonzero(tokens == token)
+        return float(scores[found[0]]) if len(found) else 0.0
 
     def probabilities(self, state: Context) -> dict[int, float]:
         """``P(t | state)`` from contexts of length 1 and more, for the tokens that have any (the rest: 0).
@@ -387,12 +405,3 @@ class NGramModel:
                 remaining *= DISCOUNT * len(found) / total
         return dict(mixture)
 
-    def _row(self, state: Context) -> np.ndarray:
-        row = np.zeros(self.size, dtype=np.float32)
-        found = self.probabilities(state)
-        if found:
-            tokens = np.fromiter(found.keys(), dtype=np.int64, count=len(found))
-            values = np.fromiter(found.values(), dtype=np.float64, count=len(found))
-            inside = tokens < self.size
-            row[tokens[inside]] = np.log1p(SCALE * values[inside])
-        return row

@@ -85,8 +85,8 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting(
         "contextSize", "integer", DEFAULT_CONTEXT_SIZE,
-        "Tokens of context per sequence the model is loaded with (the llama.cpp KV cache, 8 sequences; memory "
-        "grows with it), at least 512; refused when the memory cannot hold it.",
+        "Tokens of context per sequence the model is loaded with (the llama.cpp KV cache: 4 sequences, 8 on a GPU; "
+        "memory grows with it), at least 512; refused when the memory cannot hold it.",
         minimum=512, reloads="any",
     ),
     Setting(

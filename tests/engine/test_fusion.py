@@ -54,14 +54,14 @@ def test_counts_and_backoff_match_a_hand_computed_example():
     assert found.keys() == expected.keys()
     for token, probability in expected.items():
         assert found[token] == pytest.approx(probability)
-    row = model.row((1, 2))
-    assert row[3] == pytest.approx(math.log1p(SCALE * expected[3]), rel=1e-6)
-    assert row[4] == pytest.approx(math.log1p(SCALE * expected[4]), rel=1e-6)
-    assert np.count_nonzero(row) == 2
+    tokens, scores = model.scored((1, 2))
+    assert dict(zip(tokens.tolist(), scores.tolist())) == pytest.approx(
+        {token: math.log1p(SCALE * probability) for token, probability in expected.items()}, rel=1e-6)
+    assert model.score((1, 2), 3) == scores[tokens.tolist().index(3)] and model.score((1, 2), 5) == 0.0
     # An unseen longest context passes everything to the shorter one.
     assert model.probabilities((7, 2)) == pytest.approx({3: (2 - DISCOUNT) / 3, 4: (1 - DISCOUNT) / 3})
     # No evidence at all: every token scores 0.
-    assert not model.row((7, 8)).any()
+    assert not len(model.scored((7, 8))[0])
 
 
 def test_scopes_mix_by_weight_and_empty_scopes_give_theirs_away():
@@ -345,6 +345,30 @@ def test_batched_advance_equals_one_at_a_time(cl100k):
     in_word = np.where(corpus.shapes.breaks, -np.inf, batched[0])
     best = cl100k.vocab.pieces[int(in_word.argmax())]
     assert b"compute_weighted_checksum".startswith(b"compute_wei" + best)
+
+
+def test_fused_scores_are_the_models_rows_weighted_and_summed(cl100k):
+    """`Fusion.advance` adds the n-gram model's few scored tokens into the identifier model's row: the
+    same float32 numbers, bit for bit, as weighting and summing the two models' whole rows, along the
+    states of a path through names of the project and new words."""
+    corpus = project(cl100k)
+    corpus.update_document("main.py", MAIN)
+    for weights in (FusionWeights(0.7, 0.4), FusionWeights(0.7, 0.0), FusionWeights(0.0, 0.4)):
+        fusion = corpus.fusion("main.py", weights, cursor_line=3)
+        context = tuple(cl100k.encode(MAIN[: -len("compute_wei")].encode()))
+        _, (state,) = fusion.init_states(context, MAIN.encode(), [((), b"")])
+        overlaps = 0  # tokens both models score
+        for token in cl100k.encode(b" compute_weighted_checksum(values, weights)\n    result = zlib.crc32(x)"):
+            (row,), next_states = fusion.advance([state])
+            tokens, scored = fusion.ngram.scored(state[0])
+            whole_ngram_row = np.zeros(len(row), dtype=np.float32)
+            whole_ngram_row[tokens] = scored
+            expected = np.multiply(whole_ngram_row, np.float32(weights.ngram))
+            expected += fusion.identifiers.row(state[1]) * np.float32(weights.identifiers)
+            assert np.array_equal(row, expected) and not np.signbit(row[row == 0]).any()
+            overlaps += np.count_nonzero(fusion.identifiers.row(state[1])[tokens])
+            state = next_states[0, token]
+        assert overlaps > 10
 
 
 def test_corpus_stats_count_what_was_added(cl100k):

@@ -97,10 +97,14 @@ def test_rows_are_normalised_log_probabilities(engine):
 def test_scores_and_greedy_steps_answer_what_the_rows_would(engine):
     """`next_scores` rows are the log-probability rows up to a constant, and a greedy step's token and
     log-probability are exactly those of the row with the banned tokens masked (its first state
-    banning the likeliest token, so the masked path is taken too)."""
+    banning the likeliest token, so the masked path is taken too). Each call starts from an empty
+    cache, so that every call computes its states in the same decodes (llama.cpp's numbers move with
+    the batch a state is computed in, and with what the other tests left in the cache)."""
     lm = engine.lm
     states = [lm.bos + tuple(engine.tokenizer.encode(text)) for text in (b"import", b"def main(", b"import")]
+    lm.reset()
     rows = lm.next_logprobs(states)
+    lm.reset()
     scores = lm.next_scores(states)
     shift = (scores.astype(np.float64) - rows).mean(axis=1, keepdims=True)
     np.testing.assert_allclose(scores - shift, rows, atol=1e-4)
@@ -109,6 +113,7 @@ def test_scores_and_greedy_steps_answer_what_the_rows_would(engine):
         banned[sorted(engine.vocab.eos_ids)] = False
         if banned_top:
             banned[int(rows[0].argmax())] = True
+        lm.reset()
         tokens, logprobs = lm.greedy_next(states, banned)
         masked = np.where(banned, -np.inf, rows)
         np.testing.assert_array_equal(tokens, masked.argmax(axis=1))
@@ -119,7 +124,8 @@ def test_scores_and_greedy_steps_answer_what_the_rows_would(engine):
 def test_a_greedy_step_normalised_in_the_graph_answers_as_the_host_does(engine):
     """With the greedy summary on the backend (`cpc.backend_sampling`, here on the CPU backend), a greedy
     step takes its normaliser from the graph and answers the host's token and log-probability (to
-    float32 rounding), and every other call reads the same rows as without it. Both models get the
+    float32 rounding), rows of log-probabilities take it too (the same to float32 rounding), and the
+    other calls read the same rows as without it. Both models get the
     same calls (llama.cpp's sums depend on the batch's shape). The states end at different lengths,
     so one call's outputs span several micro-batches; the second state bans its likeliest token
     (the host's masked path)."""
@@ -137,7 +143,10 @@ def test_a_greedy_step_normalised_in_the_graph_answers_as_the_host_does(engine):
         np.testing.assert_array_equal(got[0], expected[0])
         np.testing.assert_allclose(got[1], expected[1], rtol=0, atol=1e-6)
     assert graph.stats.summarised == 2 * (len(states) - 1)  # all but the banned state's, from the graph
-    np.testing.assert_array_equal(graph.next_logprobs(states), host.next_logprobs(states))
+    rows, expected = graph.next_logprobs(states), host.next_logprobs(states)
+    assert graph.stats.summarised == 2 * (len(states) - 1) + len(states)
+    np.testing.assert_allclose(rows, expected, rtol=0, atol=1e-5)  # a float32 ulp at 64 is 7.6e-6
+    np.testing.assert_array_equal(rows.argmax(axis=1), expected.argmax(axis=1))
     np.testing.assert_array_equal(graph.next_scores(states), host.next_scores(states))
     np.testing.assert_array_equal(graph.token_logprobs(states[-1]), host.token_logprobs(states[-1]))
 
