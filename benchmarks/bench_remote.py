@@ -409,7 +409,9 @@ def run_load(args: argparse.Namespace, cases: list[Case], result: dict, save: Ca
             result["server"] = {
                 "summary": f"at {args.server_url}" if args.server_url else
                 f"llama-server --parallel {args.parallel} over the replicas",
-                "command": [Path(BINARY).name, *LlamaServer("default", extra=TEAM_SERVER_ARGS).command()[1:]],
+                # one replica's flags; replica_servers splits --parallel and -t between the replicas
+                "command": [Path(BINARY).name, *LlamaServer(
+                    "default", extra=(*TEAM_SERVER_ARGS, *args.server_args.split())).command()[1:]],
             }
             if args.replay:
                 result["replay"], result["recorded"] = replay_grid(

@@ -8,7 +8,9 @@ with the prompt long (the engine's window) and short (at most 300 tokens,
 `harness.bench.quality.shorten`). The engine's stages are timed exclusively (a stage
 called inside another is taken out of the outer one's time):
 
-- ``decode``: ``llama_decode``, the model's forward passes;
+- ``decode``: ``llama_decode``, the model's forward passes, to their end on the device (on a GPU
+  ``llama_decode`` returns once the graph is queued, and the wait would be counted in whatever reads the
+  logits first: the clock waits for the device there, `decode_to_the_end`);
 - ``log-softmax``: logits to a row of log-probabilities (fused generation, scoring);
 - ``greedy``: a greedy step's choice and its log-probability, from the logits;
 - ``snapshot``: a state's probabilities in prefix-index order (`cpc.beam.Snapshot`);
@@ -61,6 +63,17 @@ STAGES = {
 COUNTERS = ("calls", "decodes", "tokens", "states")
 
 
+def decode_to_the_end(decode):
+    """`LlamaLM._decode` timed until the device has finished it (`llama_synchronize`; on a CPU it has already)."""
+
+    @functools.wraps(decode)
+    def decoded(self: llama.LlamaLM) -> None:
+        decode(self)
+        llama.llama_cpp.llama_synchronize(self._ctx)
+
+    return decoded
+
+
 class StageClock:
     """Exclusive time per stage: entering a stage pauses the one it was called from."""
 
@@ -90,7 +103,7 @@ class StageClock:
     def install(self) -> None:
         for stage, (owner, name) in STAGES.items():
             original = getattr(owner, name)
-            timed = self.wrap(stage, original)
+            timed = self.wrap(stage, decode_to_the_end(original) if stage == "decode" else original)
             setattr(owner, name, timed)
             for module in list(sys.modules.values()):  # `from cpc.lm import log_softmax` keeps a name of its own
                 if getattr(module, "__name__", "").startswith("cpc.") and getattr(module, name, None) is original:
