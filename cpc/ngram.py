@@ -305,12 +305,22 @@ def unchanged_ends(old: Sequence, new: Sequence) -> tuple[int, int]:
     """
     limit = min(len(old), len(new))
     head = 0
+    # whole chunks first: a slice comparison runs in C, where a document of thousands of lines is compared
+    # item by item in Python on every keystroke otherwise
+    while head + _CHUNK <= limit and old[head : head + _CHUNK] == new[head : head + _CHUNK]:
+        head += _CHUNK
     while head < limit and old[head] == new[head]:
         head += 1
-    tail = 0
+    tail, end_old, end_new = 0, len(old), len(new)
+    while tail + _CHUNK <= limit - head and (
+            old[end_old - tail - _CHUNK : end_old - tail] == new[end_new - tail - _CHUNK : end_new - tail]):
+        tail += _CHUNK
     while tail < limit - head and old[-1 - tail] == new[-1 - tail]:
         tail += 1
     return head, tail
+
+
+_CHUNK = 64
 
 
 def _flat(lines: Iterable[Line]) -> list[int]:

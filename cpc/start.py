@@ -211,23 +211,24 @@ class _Pairs:
                 score = np.log(probs, dtype=np.float32)
             score += bonus
             top = _best(score, self.per_start)
-        choices: list[tuple[float, float, int | None]] = [
-            (float(probs[k]), float(bonus[k]) if len(bonus) else 0.0, int(k if tokens is None else tokens[k]))
-            for k in top
-        ]
+        # as Python floats and ints at once (exactly the values, no numpy scalar per choice)
+        choices: list[tuple[float, float, int | None]] = list(zip(
+            probs[top].tolist(), bonus[top].tolist() if len(bonus) else [0.0] * len(top),
+            (top if tokens is None else tokens[top]).tolist()))
         if start.allowed is None:
             end_bonus = float(self.ends[number]) + self.start_scores[number] if fused is not None else 0.0
             choices.append((snapshot.eos, end_bonus, None))
-        pieces = index.vocab.pieces
+        pieces, shown, base = index.vocab.pieces, start.shown, start.logprob
+        masses, options, log, exp = self.mass_by_bytes, self.options_by_bytes, math.log, math.exp
         for probability, fusion_score, token in choices:
             if probability <= 0:
                 continue
-            data = start.shown + (pieces[token] if token is not None else b"")
-            logprob = start.logprob + math.log(probability / total) + fusion_score
-            self.mass_by_bytes[data] = self.mass_by_bytes.get(data, 0.0) + math.exp(logprob)
-            known = self.options_by_bytes.get(data)
+            data = shown + pieces[token] if token is not None else shown
+            logprob = base + log(probability / total) + fusion_score
+            masses[data] = masses.get(data, 0.0) + exp(logprob)
+            known = options.get(data)
             if known is None or known[0] < logprob:
-                self.options_by_bytes[data] = (logprob, number, token)
+                options[data] = (logprob, number, token)
 
     def fusion_state(self, number: int, token: int | None) -> FusionState | None:
         """The fusion state a stream reaches from start ``number`` through ``token`` (asked only for the winners)."""
@@ -266,15 +267,18 @@ def by_byte_marginal(
         reached = frozenset(k for k, (data, _, _) in waiting.items() if data == prefix)
         if reached:
             return reached
+        depth = len(prefix)
         least: dict[int, float] = {}
-        most: dict[int, float] = {}
+        going_on: dict[int, list[bytes]] = {}  # by next byte, in the order of ``live``: the next step's ``live``
         for data, mass in live.items():
-            if len(data) > len(prefix):
-                least[data[len(prefix)]] = least.get(data[len(prefix)], 0.0) + mass
-                most[data[len(prefix)]] = most.get(data[len(prefix)], 0.0) + mass
+            if len(data) > depth:
+                byte = data[depth]
+                least[byte] = least.get(byte, 0.0) + mass
+                going_on.setdefault(byte, []).append(data)
+        most = dict(least)
         for data, low, high in waiting.values():
-            least[data[len(prefix)]] = least.get(data[len(prefix)], 0.0) + low
-            most[data[len(prefix)]] = most.get(data[len(prefix)], 0.0) + high
+            least[data[depth]] = least.get(data[depth], 0.0) + low
+            most[data[depth]] = most.get(data[depth], 0.0) + high
         stop = live.get(prefix, 0.0)
         if not least or stop >= max(most.values()):
             if prefix in live or not waiting:
@@ -284,7 +288,7 @@ def by_byte_marginal(
         if waiting and least[byte] < max([stop, *(high for b, high in most.items() if b != byte)]):
             return frozenset(waiting)  # the bounds overlap: expand the leaves still in the race
         prefix += bytes([byte])
-        live = {data: mass for data, mass in live.items() if data.startswith(prefix)}
+        live = {data: live[data] for data in going_on.get(byte, ())}
         waiting = {k: leaf for k, leaf in waiting.items() if leaf[0].startswith(prefix)}
 
 

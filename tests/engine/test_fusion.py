@@ -17,7 +17,7 @@ from cpc.identifiers import (
     _ASSIGNMENT, BONUS, MIN_CAP, PENALTY, IdentifierModel, NameCounts, TokenShapes, language_names, names_in,
 )
 from cpc.syntax import C_LIKE, DEFINE, PROSE, PYTHON, START, USE, Place
-from cpc.ngram import DISCOUNT, SCALE, DocumentCounts, FileCounts, Merged, NGramModel, WithoutLine, ngrams
+from cpc.ngram import DISCOUNT, SCALE, DocumentCounts, FileCounts, Merged, NGramModel, WithoutLine, ngrams, unchanged_ends
 from cpc.tokenizer import TiktokenTokenizer
 from tests.support.strategies import code_text, examples
 
@@ -84,6 +84,24 @@ def test_file_tables_answer_like_document_counts(lines, data):
     files.commit()
     context = tuple(data.draw(st.lists(st.integers(0, 6), max_size=3)))
     assert files.continuations(context) == document.continuations(context)
+
+
+@settings(max_examples=examples(200), deadline=None)
+@given(st.lists(st.integers(0, 2), max_size=300), st.lists(st.tuples(st.integers(0, 300), st.integers(0, 3),
+                                                                  st.lists(st.integers(0, 2), max_size=3)), max_size=3))
+@example([0] * 130, [(64, 0, [1])])  # a change at a chunk's first line
+@example([0] * 128, [(128, 0, [0])])  # a line added at the end: everything matches up to the shorter one
+def test_unchanged_ends_are_the_items_compared_one_by_one(old, edits):
+    new = list(old)
+    for at, removed, inserted in edits:
+        at = min(at, len(new))
+        new[at : at + removed] = inserted
+    limit, head, tail = min(len(old), len(new)), 0, 0
+    while head < limit and old[head] == new[head]:
+        head += 1
+    while tail < limit - head and old[-1 - tail] == new[-1 - tail]:
+        tail += 1
+    assert unchanged_ends(old, new) == unchanged_ends(tuple(old), tuple(new)) == (head, tail)
 
 
 def test_without_line_leaves_out_every_ngram_of_the_cursor_line():

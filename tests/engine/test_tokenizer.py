@@ -42,6 +42,22 @@ def test_keystrokes_encode_as_a_whole_encode(tokenizer, edits):
         assert tokenizer.encode(text) == tokenizer.gguf.tokenize(text)
 
 
+def test_long_texts_edited_in_turn_each_reencode_only_their_end(tokenizer, monkeypatch):
+    """A keystroke's prompt and another long text encoded between keystrokes keep their own tokens to
+    start from: neither is encoded whole again."""
+    whole = tokenizer.gguf.tokenize
+    texts = [SOURCE[: 2 * REUSE_MIN_BYTES], SOURCE[2 * REUSE_MIN_BYTES : 5 * REUSE_MIN_BYTES]]
+    for text in texts:
+        tokenizer.encode(text)
+    encoded: list[int] = []
+    monkeypatch.setattr(tokenizer.gguf, "tokenize", lambda data: encoded.append(len(data)) or whole(data))
+    for key in range(3):
+        for number, text in enumerate(texts):
+            texts[number] = text = text + b"x" * (key + 1)
+            assert tokenizer.encode(text) == whole(text)
+    assert len(encoded) == 6 and max(encoded) < REUSE_MIN_BYTES
+
+
 def test_threads_that_tokenize_at_once_each_get_their_own_texts_tokens(tokenizer):
     """A request, the corpus's reading and a model server's first check tokenize at once."""
     gguf = tokenizer.gguf
