@@ -297,6 +297,10 @@ def _table(keys: np.ndarray, tokens: np.ndarray) -> _Table:
     return _Table(keys[starts], tokens[starts], counts)
 
 
+_CHUNK = 64
+"""Lines `unchanged_ends` compares at a time, as one slice."""
+
+
 def unchanged_ends(old: Sequence, new: Sequence) -> tuple[int, int]:
     """How many items at the start and at the end of ``old`` and ``new`` are the same (not overlapping).
 
@@ -318,9 +322,6 @@ def unchanged_ends(old: Sequence, new: Sequence) -> tuple[int, int]:
     while tail < limit - head and old[-1 - tail] == new[-1 - tail]:
         tail += 1
     return head, tail
-
-
-_CHUNK = 64
 
 
 def _flat(lines: Iterable[Line]) -> list[int]:
