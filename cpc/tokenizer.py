@@ -118,8 +118,8 @@ shared start: a keystroke's prompt (up to 32,000 characters, 36 ms for llama.cpp
 one only at its end. A 3,400-byte prompt took 1.2 ms whole and 0.17 ms so."""
 
 REUSE_TEXTS = 3
-"""Long texts kept for that: a keystroke's prompt and the other long texts encoded between two keystrokes
-(another document's, a suffix) do not push one another out."""
+"""Long texts kept for that, so that a keystroke's prompt and another long text encoded between two keystrokes
+(another open document's prompt, say) do not push one another out."""
 
 _RESYNC_BYTES = 256
 """The re-encoding starts this far before the first changed byte, and must give the old tokens up to
