@@ -35,13 +35,18 @@ step server 170 $py benchmarks/bench_server.py --set gpuLayers=$layers --prompt 
     --engine-later --json "$work/server.json"
 step remote_replay 300 $py benchmarks/bench_remote.py --only throughput --replay --record-wave 8 \
     --server-args "-ngl $ngl" --editors 1,8,32 --seconds "$seconds" --replicas 1,4,8 \
-    --json "$work/remote_replay.json"
+    --recording "$work/calls.json" --json "$work/remote_replay.json"
+step remote_mps 240 bash benchmarks/with_mps.sh $py benchmarks/bench_remote.py --only throughput --replay \
+    --record-wave 8 --server-args "-ngl $ngl" --editors 8,32 --seconds "$seconds" --replicas 4,8,16 \
+    --recording "$work/calls.json" --json "$work/remote_mps.json"  # the calls remote_replay recorded, if it ran
 step remote_lines 120 $py benchmarks/bench_remote_lines.py --server-args "-ngl $ngl" --cases "$cases" \
     --json "$work/remote_lines.json"
 step typing 70 $py benchmarks/bench_lsp.py --only typing --set gpuLayers=$layers --json "$work/typing.json"
 step profile 60 $py benchmarks/profile_request.py --gpu-layers "$layers" --cases 30 --json "$work/profile.json"
 step profile_fused 60 $py benchmarks/profile_request.py --gpu-layers "$layers" --cases 30 --fusion \
     --json "$work/profile_fused.json"
+step profile_no_cuda_graphs 60 env GGML_CUDA_DISABLE_GRAPHS=1 $py benchmarks/profile_request.py --gpu-layers "$layers" \
+    --cases 30 --json "$work/profile_no_cuda_graphs.json"  # what CUDA graphs save per decode, beside step profile
 step keystrokes 60 $py benchmarks/profile_keystrokes.py --gpu-layers "$layers" --lines $((cases < 10 ? cases : 10)) \
     --json "$work/keystrokes.json"
 step drafts_cost 45 $py benchmarks/bench_drafts.py --gpu-layers "$layers" --only cost --json "$work/drafts_cost.json"

@@ -22,7 +22,9 @@ called inside another is taken out of the outer one's time):
 - ``python``: the rest of the request (generation, detokenizing, glue).
 
 Also per request: model calls, decodes, tokens evaluated and states
-answered, and the *host ms per state*: everything but the decode, divided
+answered, the decodes whose compute graph llama.cpp reused from the one
+before (``reused``: a graph built again costs the host its construction, and
+on a GPU the replay of a captured CUDA graph), and the *host ms per state*: everything but the decode, divided
 by the states the model answered (what a state costs around the forward
 pass). The report gives medians per stage and mode, and the cpc − naive
 difference that is the latency tax. ``--fusion`` fuses each case's file
@@ -61,6 +63,12 @@ STAGES = {
     "fusion setup": (fusion.ProjectCorpus, "fusion"),
 }
 COUNTERS = ("calls", "decodes", "tokens", "states")
+"""`cpc.lm.LanguageModel.stats`' counters, per request."""
+
+
+def graphs_reused(engine: Engine) -> int:
+    """Decodes so far whose compute graph llama.cpp took over from the decode before (its perf counters)."""
+    return llama.llama_cpp.llama_perf_context(engine.lm._ctx).n_reused
 
 
 def decode_to_the_end(decode):
@@ -124,6 +132,7 @@ def profile(engine: Engine, cases: list[quality.Case], clock: StageClock, max_to
             prefix = case.prefix if prompt == "long" else quality.shorten(engine.tokenizer, case.prefix)
             for mode in ("naive", "cpc"):
                 before = {name: getattr(engine.lm.stats, name) for name in COUNTERS}
+                reused_before = graphs_reused(engine)
                 engine.clear()
                 clock.take()
                 started = time.perf_counter()
@@ -138,6 +147,7 @@ def profile(engine: Engine, cases: list[quality.Case], clock: StageClock, max_to
                     "prompt_tokens": len(engine.tokenizer.encode(prefix.encode("utf-8"))),
                     **{f"{stage}_ms": ms for stage, ms in stages.items()},
                     **{name: getattr(engine.lm.stats, name) - before[name] for name in COUNTERS},
+                    "reused": graphs_reused(engine) - reused_before,
                     "host_ms_per_state": (total - stages["decode"]) / max(1, states),
                 })
         stderr_progress(f"case {number + 1}/{len(cases)}", (number + 1) / len(cases))
@@ -146,7 +156,7 @@ def profile(engine: Engine, cases: list[quality.Case], clock: StageClock, max_to
 
 def summary(rows: list[dict]) -> dict:
     """Medians per prompt length and mode, and cpc minus naive."""
-    columns = ["total_ms", *(f"{stage}_ms" for stage in (*STAGES, "python")), *COUNTERS, "prompt_tokens",
+    columns = ["total_ms", *(f"{stage}_ms" for stage in (*STAGES, "python")), *COUNTERS, "reused", "prompt_tokens",
                "host_ms_per_state"]
     result: dict = {}
     for prompt in quality.PROMPTS:
@@ -165,13 +175,13 @@ def summary(rows: list[dict]) -> dict:
 def print_summary(result: dict) -> None:
     stages = [*STAGES, "python"]
     header = f"{'prompt':6} {'mode':15} {'total':>7} " + " ".join(f"{s:>12}" for s in stages) + " " + " ".join(
-        f"{c:>7}" for c in COUNTERS)
+        f"{c:>7}" for c in (*COUNTERS, "reused"))
     print(header)
     for prompt, by_mode in result.items():
         for mode in ("naive", "cpc", "cpc_minus_naive"):
             row = by_mode[mode]
             print(f"{prompt:6} {mode:15} {row['total_ms']:7.0f} " + " ".join(f"{row[s + '_ms']:12.1f}" for s in stages)
-                  + " " + " ".join(f"{row[c]:7.0f}" for c in COUNTERS))
+                  + " " + " ".join(f"{row[c]:7.0f}" for c in (*COUNTERS, "reused")))
         print(f"{prompt:6} cpc/naive p50 total: {by_mode['cpc_over_naive_total']}; host ms per state: naive "
               f"{by_mode['naive']['host_ms_per_state']}, cpc {by_mode['cpc']['host_ms_per_state']}")
 
