@@ -15,4 +15,10 @@ stop() { echo quit | nvidia-cuda-mps-control; sleep 1; tail -n 5 "$CUDA_MPS_LOG_
 trap stop EXIT
 nvidia-cuda-mps-control -d || { echo "with_mps.sh: the MPS daemon did not start" >&2; trap - EXIT; exit 3; }
 echo "MPS started (pipe $CUDA_MPS_PIPE_DIRECTORY)"
-"$@"
+"$@" &
+child=$!
+trap 'kill -TERM $child 2> /dev/null' TERM INT  # a timeout stops the command, then the service stops
+wait $child
+rc=$?
+wait $child 2> /dev/null
+exit $rc
