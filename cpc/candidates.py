@@ -190,6 +190,10 @@ class CandidateFinder:
         return entry
 
 
+_CHECKED_LIMIT = 1 << 14
+"""Validity results a context keeps for its best ranked candidates (a few prompts' worth of the ``limit`` best)."""
+
+
 class _ContextEntry:
     """Validated candidates after one tail context, for the rests seen so far.
 
@@ -206,7 +210,7 @@ class _ContextEntry:
         self.spelled = spelled
         """False when the tokenizer's tokens of the context do not spell it: then no token is valid."""
         self._by_rest: dict[bytes, np.ndarray] = {}  # rest -> sorted valid positions, all of them
-        self._best: dict[bytes, np.ndarray] = {}  # rest -> the valid ones among the best ranked
+        self._checked: dict[int, bool] = {}  # position -> valid, for the best ranked ones validated so far
 
     def valid(
         self,
@@ -226,16 +230,26 @@ class _ContextEntry:
         if positions is None:
             positions = self._narrowed(rest, lo, hi)
         if positions is None and rank is not None and self.tokens is not None:
-            best = self._best.get(rest)
-            if best is None:
-                scores = rank(self.tokens, index.order[lo:hi])
-                top = np.sort(lo + np.argpartition(-scores, limit)[:limit])
-                best = self._best[rest] = top[self._validate(index.order[top], tokenizer)]
-            return index.order[best]
+            # The ranking is the model's after this request's whole prompt, not after the tail's context
+            # alone: the best are ranked again for every analysis, and only their validity is remembered.
+            scores = rank(self.tokens, index.order[lo:hi])
+            top = np.sort(lo + np.argpartition(-scores, limit)[:limit])
+            return index.order[top[self._checked_valid(top, index, tokenizer)]]
         if positions is None:
             positions = np.arange(lo, hi)[self._validate(index.order[lo:hi], tokenizer)]
         self._by_rest[rest] = positions
         return index.order[positions]
+
+    def _checked_valid(self, positions: np.ndarray, index: PrefixIndex, tokenizer: Tokenizer) -> np.ndarray:
+        """Which of these sorted positions are valid, each validated once after this context."""
+        checked = self._checked
+        if len(checked) > _CHECKED_LIMIT:
+            checked.clear()
+        unknown = [position for position in positions.tolist() if position not in checked]
+        if unknown:
+            found = self._validate(index.order[np.array(unknown)], tokenizer)
+            checked.update(zip(unknown, found.tolist()))
+        return np.fromiter(map(checked.__getitem__, positions.tolist()), dtype=bool, count=len(positions))
 
     def _validate(self, candidates: np.ndarray, tokenizer: Tokenizer) -> np.ndarray:
         """Which candidates re-encode as themselves after the context."""

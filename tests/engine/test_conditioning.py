@@ -59,6 +59,19 @@ def test_one_more_character_reuses_model_and_beam(engine):
     assert engine.lm.stats.tokens - tokens <= 4  # a keystroke costs a few tokens, not the prompt
 
 
+def test_a_request_is_not_covered_by_the_ranking_of_an_earlier_prompt(engine):
+    """A typed space starts thousands of tokens, so only the model's best ranked are validated: those after this
+    prompt (here `` =``), not those an earlier request with the same tail ranked (after ``for``)."""
+    earlier = "    months = [\n        self.monthdayscalendar(year, i)\n        for "
+    text = "    self._tabsize = tabsize\n    self._wrapcolumn "
+    engine.clear()
+    alone = engine.conditioner.condition(text).paths[0].tokens
+    engine.clear()
+    engine.conditioner.condition(earlier)
+    after_another = [path.tokens for path in engine.conditioner.condition(text).paths]
+    assert alone in after_another
+
+
 def test_prompt_is_the_same_while_typing_a_word(engine):
     first = engine.conditioner.condition("result = compute_tot")
     second = engine.conditioner.condition("result = compute_tota")
