@@ -101,9 +101,13 @@ def test_narrowing_from_cache_equals_a_fresh_analysis(cl100k_finder):
 def test_ranked_candidates_follow_each_analysis_own_ranking(cl100k_finder):
     """Where more tokens start with the typed rest than are validated, the best ranked are taken: the ranking is
     the model's after this prompt, so an analysis of another prompt with the same tail must not get them."""
+    def likes_high_ids(tail_tokens, token_ids):
+        return token_ids.astype(float)
+
+    def likes_low_ids(tail_tokens, token_ids):
+        return -token_ids.astype(float)
+
     warm = CandidateFinder(cl100k_finder.tokenizer, cl100k_finder.index)
-    likes_high_ids = lambda tail_tokens, token_ids: token_ids.astype(float)  # noqa: E731
-    likes_low_ids = lambda tail_tokens, token_ids: -token_ids.astype(float)  # noqa: E731
     text = "total = count "  # the tail is the space: thousands of tokens start with it
     first = warm.analyze(text, rank=likes_high_ids, limit=8)
     fresh = CandidateFinder(cl100k_finder.tokenizer, cl100k_finder.index)
