@@ -108,6 +108,11 @@ class Snapshot:
         self._in_order: np.ndarray | None = None
         self._gathered = 0
 
+    @property
+    def nbytes(self) -> int:
+        """The memory its probabilities hold: the row by token id, and the row in index order once laid out."""
+        return self.by_token.nbytes + (0 if self._in_order is None else self._in_order.nbytes)
+
     def of(self, tokens: np.ndarray | int) -> np.ndarray | float:
         """The probability of a token, or of each of an array of tokens."""
         return self.by_token[tokens]
@@ -145,26 +150,32 @@ class Snapshot:
         return result
 
 
-SNAPSHOT_BUDGET = 48 << 20
-"""Bytes of next-token snapshots kept between requests: about 1 MiB each for Gemma 3's 262,144 tokens,
-so 48, the snapshots of a dozen requests (a request makes about 4). At 256 MiB the server's memory grew
-by about 1.3 MB a request until the cache was full (docs/reliability.md)."""
+SNAPSHOT_BUDGET = 24 << 20
+"""Bytes of next-token snapshots kept between requests: a snapshot of Gemma 3's 262,144 tokens holds 1 MiB,
+2 once laid out in index order. Typing reuses snapshots from the last few keystrokes only (none older than
+the 24th newest over 10 lines of `benchmarks/profile_keystrokes.py`), and each MiB kept is a MiB of the
+editor's machine (docs/reliability.md)."""
 
 
 class SnapshotCache:
-    """Snapshots per token prefix, fetched from the model in batches, kept LRU."""
+    """Snapshots per token prefix, fetched from the model in batches, kept LRU within a budget of bytes."""
+
+    MINIMUM = 8
+    """Snapshots kept whatever their size: a request's own."""
 
     def __init__(self, lm: LanguageModel, index: PrefixIndex, budget_bytes: int = SNAPSHOT_BUDGET):
         self.lm = lm
         self.index = index
+        self.budget_bytes = budget_bytes
         self._eos_ids = np.asarray(sorted(lm.vocab.eos_ids), dtype=np.int64)
-        per_snapshot = (len(index.vocab) + 1) * 4  # float32, as llama.cpp's rows (a snapshot laid out in
-        # index order holds a second copy: few are)
-        self.capacity = max(8, budget_bytes // per_snapshot)
         self._cache: OrderedDict[State, Snapshot] = OrderedDict()
 
     def __len__(self) -> int:
         return len(self._cache)
+
+    def held_bytes(self) -> int:
+        """What the cached snapshots hold (`Snapshot.nbytes`): a snapshot grows when laid out in index order."""
+        return sum(snapshot.nbytes for snapshot in self._cache.values())
 
     def get(self, tokens: State) -> Snapshot:
         return self.get_many([tokens])[0]
@@ -180,8 +191,9 @@ class SnapshotCache:
         for state in states:
             self._cache.move_to_end(state)
             found.append(self._cache[state])
-        while len(self._cache) > self.capacity:
-            self._cache.popitem(last=False)
+        held = self.held_bytes()
+        while len(self._cache) > max(self.MINIMUM, len(found)) and held > self.budget_bytes:
+            held -= self._cache.popitem(last=False)[1].nbytes
         return found
 
     def known(self, tokens: State) -> Snapshot | None:
@@ -474,22 +486,23 @@ class ByteBeam:
     def _store(self, beam: Beam, allows: CommitFilter | None) -> None:
         """Keep ``beam`` for the next keystroke, dropping the oldest beams.
 
-        Beams hold snapshots the snapshot cache may have evicted (4 MB each
-        for a 262k vocabulary): beams go while those exceed half the cache's
-        capacity, so all snapshots together stay within 1.5 x its budget.
+        Beams hold snapshots the snapshot cache may have evicted (1-2 MiB each
+        for a 262k vocabulary): beams go while those hold more than half the
+        cache's budget, so all snapshots together stay within 1.5 x its budget.
         """
         key = (self.snapshots.get(beam.start), allows, beam.data)
         self._beams[key] = beam
         while len(self._beams) > 1 and (
-            len(self._beams) > self.beam_cache_size or self.snapshots_held_by_beams_only() > self.snapshots.capacity // 2
+            len(self._beams) > self.beam_cache_size
+            or self.bytes_held_by_beams_only() > self.snapshots.budget_bytes // 2
         ):
             self._beams.popitem(last=False)
 
-    def snapshots_held_by_beams_only(self) -> int:
-        """How many snapshots the cached beams keep alive that the snapshot cache has let go."""
+    def bytes_held_by_beams_only(self) -> int:
+        """What the snapshots hold that the cached beams keep alive and the snapshot cache has let go."""
         held = {id(root): root for root, _, _ in self._beams}
         held.update((id(c.snapshot), c.snapshot) for beam in self._beams.values() for c in beam.candidates)
-        return sum(1 for snapshot in held.values() if not self.snapshots.holds(snapshot))
+        return sum(snapshot.nbytes for snapshot in held.values() if not self.snapshots.holds(snapshot))
 
 
 def _prune(weights: list[float], pinned: list[bool], width: int, log_threshold: float) -> list[int]:

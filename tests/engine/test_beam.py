@@ -142,12 +142,13 @@ def test_beam_covers_the_canonical_tokenization(engine, text):
 
 def test_cached_beams_keep_few_snapshots_beyond_the_cache():
     """Beams hold snapshots the snapshot cache has evicted; the beam cache
-    lets go of old beams so those stay within half the cache's capacity."""
+    lets go of old beams so those hold at most half the cache's budget."""
     lm = ToyLM(seed=3)
-    beam = ByteBeam(lm, PrefixIndex(lm.vocab), width=4, threshold=0.0, snapshot_budget=0)
-    capacity = beam.snapshots.capacity  # the minimum, 8 snapshots
+    row_bytes = len(lm.vocab.pieces) * 8  # the toy model's rows are float64
+    beam = ByteBeam(lm, PrefixIndex(lm.vocab), width=4, threshold=0.0, snapshot_budget=8 * row_bytes)
     for k in range(60):  # 60 distinct prompts, each read on for a few bytes
         beam.read((*lm.bos, k % 6, (k // 6) % 6), b"ab ba"[: 2 + k % 4])
-        assert beam.snapshots_held_by_beams_only() <= capacity // 2
+        assert beam.snapshots.held_bytes() <= 8 * 2 * row_bytes  # 8 snapshots, some laid out in index order
+        assert beam.bytes_held_by_beams_only() <= 4 * row_bytes
     assert beam.read((*lm.bos, 59 % 6, (59 // 6) % 6), b"ab ba"[: 2 + 59 % 4]).data  # the newest beam is kept
     assert beam.stats.cache_hits >= 1
