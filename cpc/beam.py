@@ -153,7 +153,7 @@ class Snapshot:
 SNAPSHOT_BUDGET = 24 << 20
 """Bytes of next-token snapshots kept between requests: a snapshot of Gemma 3's 262,144 tokens holds 1 MiB,
 2 once laid out in index order. Typing reuses snapshots from the last few keystrokes only (none older than
-the 24th newest over 10 lines of `benchmarks/profile_keystrokes.py`), and each MiB kept is a MiB of the
+the 24th newest over 20 lines of `benchmarks/profile_keystrokes.py`), and each MiB kept is a MiB of the
 editor's machine (docs/reliability.md)."""
 
 
