@@ -26,8 +26,9 @@ answered, the decodes whose compute graph llama.cpp reused from the one
 before (``reused``: a graph built again costs the host its construction,
 and on a GPU the replay of a captured CUDA graph), and the *host ms per
 state*: everything but the decode, divided by the states the model
-answered (what a state costs around the forward pass). The report gives medians per stage and mode, and the cpc − naive
-difference that is the latency tax. ``--fusion`` fuses each case's file
+answered (what a state costs around the forward pass). The report gives
+medians per stage and mode, and the cpc − naive difference that is the
+latency tax. ``--fusion`` fuses each case's file
 into its requests as the server fuses an open document (its default).
 """
 
