@@ -192,7 +192,6 @@ class TokenShapes:
         only of identifier bytes, by their bytes."""
         self.finishers = TokenGroups.of((pieces[token][:lead], token) for token in breaking if (lead := self.lead[token]))
         """Tokens that end a word after identifier bytes, by those bytes (``ghted(`` under ``ghted``)."""
-        self.longest_stem = max(map(len, self.stems.keys()), default=0)
         ends_first = self.breaks & (self.lead == 0)
         self.ends_first = ends_first.astype(np.float32)
         """1 for tokens whose first byte ends the word (``(``, ``" ."``, ``"\\n"``), else 0."""
@@ -268,8 +267,7 @@ class NameCounts:
 
     def stems_of(self, name: bytes) -> Iterable[bytes]:
         """The vocabulary's stems that ``name`` starts with."""
-        stems = self.shapes.stems
-        return (name[:length] for length in range(1, min(len(name), self.shapes.longest_stem) + 1) if name[:length] in stems)
+        return self.shapes.stems.prefixes_of(name)
 
     def _support(self, name: bytes, change: int) -> None:
         for stem in self.stems_of(name):

@@ -54,17 +54,13 @@ class PrefixIndex:
     """Text tokens of a vocabulary in byte-sorted order."""
 
     def __init__(self, vocab: Vocabulary) -> None:
-        pieces = vocab.pieces
-        special = vocab.special
-        ids = [i for i, piece in enumerate(pieces) if piece and not special[i]]
-        ids.sort(key=pieces.__getitem__)  # stable: duplicate pieces keep id order
         self.vocab = vocab
-        self.order = np.asarray(ids, dtype=np.int64)
-        """``order[k]`` is the token id at sorted position ``k``."""
-        self.sorted_pieces = [pieces[i] for i in ids]
+        self.order = vocab.text_order
+        """``order[k]`` is the token id at sorted position ``k`` (the vocabulary's own order, not a copy)."""
+        self.sorted_pieces = vocab.sorted_pieces
         self.position = np.full(len(vocab), -1, dtype=np.int64)
         """``position[token_id]`` is its sorted position (-1 for special tokens)."""
-        self.position[self.order] = np.arange(len(ids))
+        self.position[self.order] = np.arange(len(self.order))
         self.outside = np.flatnonzero(self.position < 0)
         """The token ids that are not text (special tokens, empty pieces): never in a range."""
         self.max_piece_len = max((len(p) for p in self.sorted_pieces), default=0)
@@ -137,9 +133,16 @@ class PrefixIndex:
         >>> [index.vocab.pieces[t] for t in index.prefixes_of(b"userName")]
         [b'u', b'us', b'use', b'user', b'userName']
         """
-        found: list[int] = []
+        pieces, found, lo = self.sorted_pieces, [], 0
         for length in range(1, min(len(data), self.max_piece_len) + 1):
-            found.extend(self.vocab.find(data[:length]))
+            prefix = data[:length]
+            lo = bisect_left(pieces, prefix, lo)  # a longer prefix sorts after a shorter one: search on from it
+            if lo == len(pieces) or not pieces[lo].startswith(prefix):
+                break  # no token starts with these bytes, so none is a longer prefix
+            end = lo
+            while end < len(pieces) and pieces[end] == prefix:
+                end += 1
+            found.extend(self.order[lo:end].tolist())
         return found
 
 
