@@ -113,6 +113,12 @@ class Snapshot:
         """The memory its probabilities hold: the row by token id, and the row in index order once laid out."""
         return self.by_token.nbytes + (0 if self._in_order is None else self._in_order.nbytes)
 
+    def forget_order(self) -> None:
+        """Drop the row laid out in index order: `in_order` lays it out again when ranges ask for it, with the
+        same values. Half of what a wide snapshot holds, for a snapshot kept while the editor is quiet."""
+        self._in_order = None
+        self._gathered = 0
+
     def of(self, tokens: np.ndarray | int) -> np.ndarray | float:
         """The probability of a token, or of each of an array of tokens."""
         return self.by_token[tokens]
@@ -195,6 +201,13 @@ class SnapshotCache:
         while len(self._cache) > max(self.MINIMUM, len(found)) and held > self.budget_bytes:
             held -= self._cache.popitem(last=False)[1].nbytes
         return found
+
+    def rest(self) -> None:
+        """Keep the newest `MINIMUM` snapshots, by token id only (`Snapshot.forget_order`)."""
+        while len(self._cache) > self.MINIMUM:
+            self._cache.popitem(last=False)
+        for snapshot in self._cache.values():
+            snapshot.forget_order()
 
     def known(self, tokens: State) -> Snapshot | None:
         """The snapshot of ``tokens`` if it is cached (no model call)."""
@@ -458,6 +471,19 @@ class ByteBeam:
         """Drop cached beams and snapshots."""
         self._beams.clear()
         self.snapshots.clear()
+
+    def rest(self) -> None:
+        """The editor is quiet: keep what a keystroke at the same place reads next, the newest beam and the
+        newest snapshots (`SnapshotCache.rest`), each snapshot by token id only. At most about 10 MiB of the 36
+        that typing keeps for the next keystroke (docs/reliability.md); the texts do not change, a snapshot
+        let go is asked of the model again."""
+        while len(self._beams) > 1:
+            self._beams.popitem(last=False)
+        self.snapshots.rest()
+        for (root, _, _), beam in self._beams.items():
+            root.forget_order()
+            for candidate in beam.candidates:
+                candidate.snapshot.forget_order()
 
     def _heal(self, history: deque[Beam], data: bytes, allows: CommitFilter | None, pin: State | None) -> Beam:
         """Read the bytes up to the failed one again from earlier beams, wider and unthresholded."""

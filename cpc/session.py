@@ -258,6 +258,7 @@ class CompletionSession:
             corpus.update_document(key, text)
         self.engine, self.settings, self.corpus = engine, settings, corpus
         self.cache = SuggestionCache()
+        self.release_memory()  # what the load built and let go (sorting the vocabulary): about 18 MB
 
     # -- the corpus -------------------------------------------------------------
 
@@ -430,15 +431,18 @@ class CompletionSession:
             raise RuntimeError("the model is not loaded yet")
         return warm(self.engine, document, cursor, options, cancelled)
 
-    @staticmethod
-    def release_memory() -> bool:
-        """Give the heap's free pages back to the system (glibc's ``malloc_trim``); False where there is no such
-        call (macOS, musl). A burst of requests leaves freed numpy rows of 262,144 logits in the heap that glibc
-        keeps for the next burst: about 100 MB of resident memory on the default model (docs/reliability.md).
+    def release_memory(self) -> bool:
+        """The editor is quiet: keep only the snapshots a keystroke at the same place reads next
+        (`cpc.beam.ByteBeam.rest`), and give the heap's free pages back to the system (glibc's ``malloc_trim``);
+        False where there is no such call (macOS, musl). A burst of requests leaves freed numpy rows of 262,144
+        logits in the heap that glibc keeps for the next burst: about 100 MB of resident memory on the default
+        model (docs/reliability.md).
 
-        >>> CompletionSession.release_memory() in (True, False)
+        >>> CompletionSession().release_memory() in (True, False)
         True
         """
+        if self.engine is not None:
+            self.engine.beam.rest()
         trim = getattr(_LIBC, "malloc_trim", None)
         if trim is None:
             return False

@@ -49,8 +49,9 @@ may do is one small object per request (`Ticket`):
   typed through or accepted) or typed on from there; any other request
   stops it at once (`Foresight`).
 - **Memory given back when quiet.** After `RELEASE_IDLE_S` with no edit
-  and no request, the worker gives the heap's free pages back to the system
-  once its work is done (`cpc.session.CompletionSession.release_memory`).
+  and no request, once its work is done, the worker keeps only the model
+  snapshots a keystroke at the same place reads next and gives the heap's
+  free pages back to the system (`cpc.session.CompletionSession.release_memory`).
 - **Stale work stops at once.** Work that an edit, a request or a cancel
   makes stale (a read-ahead, a request not typed on) is broken into inside
   the model's evaluation (`cpc.session.CompletionSession.stop_now`), so the
@@ -594,8 +595,8 @@ class Requests:
         asyncio.get_running_loop().call_later(RELEASE_IDLE_S, self._release_memory, self._activity)
 
     def _release_memory(self, activity: int) -> None:
-        """`RELEASE_IDLE_S` after ``activity``, unless more came: the heap's free pages back to the system, on the
-        worker once the work queued there is done."""
+        """`RELEASE_IDLE_S` after ``activity``, unless more came: the snapshots not needed next and the heap's free
+        pages back to the system, on the worker once the work queued there is done."""
         if activity != self._activity:
             return
 

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cpc.beam import EOS, ByteBeam
+from cpc.beam import EOS, ByteBeam, SnapshotCache
 from cpc.index import PrefixIndex
 from tests.support.strategies import examples
 from tests.support.toy_lm import TOY_PIECES, BruteForce, ToyLM
@@ -152,3 +152,26 @@ def test_cached_beams_keep_few_snapshots_beyond_the_cache():
         assert beam.bytes_held_by_beams_only() <= 4 * row_bytes
     assert beam.read((*lm.bos, 59 % 6, (59 // 6) % 6), b"ab ba"[: 2 + 59 % 4]).data  # the newest beam is kept
     assert beam.stats.cache_hits >= 1
+
+
+def test_a_beam_at_rest_keeps_the_newest_snapshots_by_token_and_reads_the_same():
+    """While the editor is quiet the beam keeps its newest beam and `SnapshotCache.MINIMUM` snapshots, each
+    without its copy in index order; what it reads next is what a beam that kept everything reads."""
+    lm = ToyLM(seed=5)
+    row_bytes = len(lm.vocab.pieces) * 8
+    resting, busy = (ByteBeam(lm, PrefixIndex(lm.vocab), width=4, threshold=0.0) for _ in range(2))
+    prompts = [(*lm.bos, k % 5, (k // 5) % 5) for k in range(20)]
+    for prompt in prompts:
+        for beam in (resting, busy):
+            beam.read(prompt, b"ab ba")
+    assert busy.snapshots.held_bytes() > len(busy.snapshots) * row_bytes  # some laid out in index order
+    resting.rest()
+    assert len(resting.snapshots) == SnapshotCache.MINIMUM < len(busy.snapshots)
+    assert resting.snapshots.held_bytes() == SnapshotCache.MINIMUM * row_bytes
+    assert resting.bytes_held_by_beams_only() <= 4 * row_bytes
+    for prompt in (prompts[-1], prompts[0]):  # at the same place, and elsewhere
+        for data in (b"ab ba", b"ab bab", b"a"):
+            rested, kept = resting.read(prompt, data), busy.read(prompt, data)
+            assert [(c.tokens, c.open, c.logweight) for c in rested.candidates] == [
+                (c.tokens, c.open, c.logweight) for c in kept.candidates
+            ]
