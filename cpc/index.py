@@ -9,7 +9,7 @@ once, and the mass of every node is ``probs[lo:hi].sum()``.
 A dict-of-dicts trie of a 262k vocabulary costs seconds and hundreds of MB
 in Python; this costs one sort and two arrays.
 
-    >>> from cpc.vocab import Vocabulary
+    >>> from cpc.vocab import Vocabulary, prefix_ranges
     >>> index = PrefixIndex(Vocabulary.from_cl100k())
     >>> [index.vocab.pieces[t] for t in index.starting_with(b" intermediar")]
     [b' intermediary']
@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from cpc.vocab import Vocabulary
+from cpc.vocab import Vocabulary, prefix_ranges
 
 
 _NODE_CACHE_SIZE = 1 << 16
@@ -133,17 +133,9 @@ class PrefixIndex:
         >>> [index.vocab.pieces[t] for t in index.prefixes_of(b"userName")]
         [b'u', b'us', b'use', b'user', b'userName']
         """
-        pieces, found, lo = self.sorted_pieces, [], 0
-        for length in range(1, min(len(data), self.max_piece_len) + 1):
-            prefix = data[:length]
-            lo = bisect_left(pieces, prefix, lo)  # a longer prefix sorts after a shorter one: search on from it
-            if lo == len(pieces) or not pieces[lo].startswith(prefix):
-                break  # no token starts with these bytes, so none is a longer prefix
-            end = lo
-            while end < len(pieces) and pieces[end] == prefix:
-                end += 1
-            found.extend(self.order[lo:end].tolist())
-        return found
+        order = self.order
+        return [token for lo, hi in prefix_ranges(self.sorted_pieces, data[:self.max_piece_len])
+                for token in order[lo:hi].tolist()]
 
 
 def _successor(prefix: bytes) -> bytes | None:

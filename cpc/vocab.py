@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from array import array
 from bisect import bisect_left
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from functools import cache, cached_property
 from typing import TYPE_CHECKING
@@ -206,20 +206,34 @@ class TokenGroups:
         >>> TokenGroups.of([(b"se", 1), (b"self", 2), (b"sel", 3), (b"x", 4)]).prefixes_of(b"selfish")
         [b'se', b'sel', b'self']
         """
-        keys, found, number = self._keys, [], 0
-        for length in range(1, len(data) + 1):
-            prefix = data[:length]
-            number = bisect_left(keys, prefix, number)  # a longer prefix sorts after a shorter one: search on
-            if number == len(keys) or not keys[number].startswith(prefix):
-                break  # no key starts with these bytes, so none is a longer prefix
-            if keys[number] == prefix and self._ends[number] > self._starts[number]:
-                found.append(prefix)
-        return found
+        return [self._keys[number] for number, _ in prefix_ranges(self._keys, data)
+                if self._ends[number] > self._starts[number]]
 
     def _number(self, key: bytes) -> int:
         """The group of ``key``, or -1."""
         number = bisect_left(self._keys, key)
         return number if number < len(self._keys) and self._keys[number] == key else -1
+
+
+def prefix_ranges(keys: list[bytes], data: bytes) -> Iterator[tuple[int, int]]:
+    """For each prefix of ``data`` that some of the ascending ``keys`` equal, shortest first: the range
+    ``[lo, hi)`` of those keys. One bisection a length, each from where the last stopped (a longer prefix
+    sorts after a shorter one), and none past the first length that no key starts with.
+
+    >>> list(prefix_ranges([b"a", b"a", b"ab", b"b"], b"abc"))
+    [(0, 2), (2, 3)]
+    """
+    lo = 0
+    for length in range(1, len(data) + 1):
+        prefix = data[:length]
+        lo = bisect_left(keys, prefix, lo)
+        if lo == len(keys) or not keys[lo].startswith(prefix):
+            return  # no key starts with these bytes, so none is a longer prefix
+        hi = lo
+        while hi < len(keys) and keys[hi] == prefix:
+            hi += 1
+        if hi > lo:
+            yield lo, hi
 
 
 def common_prefix(a: np.ndarray, b: np.ndarray) -> int:
