@@ -156,11 +156,12 @@ class Snapshot:
         return result
 
 
-SNAPSHOT_BUDGET = 24 << 20
+SNAPSHOT_BUDGET = 16 << 20
 """Bytes of next-token snapshots kept between requests: a snapshot of Gemma 3's 262,144 tokens holds 1 MiB,
 2 once laid out in index order. Typing reuses snapshots from the last few keystrokes only (none older than
-the 24th newest over 20 lines of `benchmarks/profile_keystrokes.py`), and each MiB kept is a MiB of the
-editor's machine (docs/reliability.md)."""
+the 24th newest over 20 lines of `benchmarks/profile_keystrokes.py`; with the beams' share, `ByteBeam._store`,
+16 MiB keeps 24 by token id), and each MiB kept is a MiB of the editor's machine: 16 MiB instead of 24 took
+12 MB off a typing server with the same model keystrokes and times (docs/reliability.md)."""
 
 
 class SnapshotCache:
@@ -474,7 +475,7 @@ class ByteBeam:
 
     def rest(self) -> None:
         """The editor is quiet: keep what a keystroke at the same place reads next, the newest beam and the
-        newest snapshots (`SnapshotCache.rest`), each snapshot by token id only. At most about 10 MiB of the 36
+        newest snapshots (`SnapshotCache.rest`), each snapshot by token id only. At most about 10 MiB of the 24
         that typing keeps for the next keystroke (docs/reliability.md); the texts do not change, a snapshot
         let go is asked of the model again."""
         while len(self._beams) > 1:

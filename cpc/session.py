@@ -250,7 +250,7 @@ class CompletionSession:
             return
         engine = Engine.load(
             settings.model, gpu_layers=settings.gpu_layers, threads=settings.threads or None,
-            n_ctx=settings.context_size, progress=progress, remote=settings.remote,
+            n_ctx=settings.context_size, fit_context=True, progress=progress, remote=settings.remote,
         )
         engine.time_reading()
         corpus = ProjectCorpus(engine.tokenizer)

@@ -22,7 +22,8 @@ whole window each time. So every cut snaps to a grid:
 
 `MAX_PROMPT_TOKENS` is the window's one default size; an engine whose
 context is small keeps `GENERATION_ROOM` tokens of it for the completion
-(`prompt_tokens_for`).
+(`prompt_tokens_for`), and a model that serves completions is given no more
+context than they read (`context_for`).
 
     >>> len(prompt_window(range(1000), 512)), prompt_window(range(1000), 512)[0]
     (488, 512)
@@ -60,6 +61,19 @@ MAX_SUFFIX_TOKENS = 256
 def prompt_tokens_for(n_ctx: int, prompt_tokens: int = MAX_PROMPT_TOKENS) -> int:
     """The window's size in a context of ``n_ctx`` tokens per sequence: `GENERATION_ROOM` stays free."""
     return min(prompt_tokens, n_ctx - GENERATION_ROOM)
+
+
+def context_for(n_ctx: int, prompt_tokens: int = MAX_PROMPT_TOKENS, *, reads_suffix: bool) -> int:
+    """The context a sequence of completions needs, at most ``n_ctx``: the window (`prompt_tokens_for`), the
+    text after the cursor where the model reads it (`MAX_SUFFIX_TOKENS`, a fill-in-the-middle prompt) and
+    `GENERATION_ROOM`. llama.cpp zeroes its KV cache when it makes it: every token of context a sequence
+    is given is resident memory from the start (18 KiB a token for the default model, in each sequence).
+
+    >>> context_for(1536, reads_suffix=False), context_for(1536, reads_suffix=True), context_for(1024, reads_suffix=True)
+    (1280, 1536, 1024)
+    """
+    suffix = MAX_SUFFIX_TOKENS if reads_suffix else 0
+    return min(n_ctx, prompt_tokens_for(n_ctx, prompt_tokens) + suffix + GENERATION_ROOM)
 
 
 @dataclass(frozen=True)

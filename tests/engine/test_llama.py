@@ -234,3 +234,41 @@ def test_a_stop_asked_of_work_that_is_not_stale_changes_nothing(smollm2):
     # decodes that ran through, one per chunk; a poll per call, per break and between chunks
     assert lm.stats.decodes - decodes == chunks and len(polls) == 1 + 3 + (chunks - 1)
     np.testing.assert_allclose(row, _alone(smollm2, tokens), atol=1e-4)
+
+
+def _resident_kib(path: str) -> int | None:
+    """This process's resident pages of the mappings of the file at ``path`` (Linux), in KiB."""
+    import os
+    import re
+
+    target, resident, inside = os.path.realpath(path), 0, False
+    try:
+        smaps = open("/proc/self/smaps", encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    with smaps:
+        for line in smaps:
+            if re.match(r"^[0-9a-f]+-[0-9a-f]+ ", line):
+                fields = line.split(maxsplit=5)
+                inside = len(fields) == 6 and fields[5].rstrip("\n") == target
+            elif inside and line.startswith("Rss:"):
+                resident += int(line.split()[1])
+    return resident
+
+
+def test_the_model_files_pages_let_go_come_back_with_the_same_numbers(smollm2):
+    """`release_mapped_pages` drops the weights' pages from this process (the copied ones stay out), and
+    the pages the model computes with come back from the file at their first use, with the same numbers."""
+    from cpc.gguf import release_mapped_pages
+
+    tokens, states = _states(smollm2)
+    before = smollm2.lm.next_logprobs([states[4]])[0]
+    smollm2.lm.reset()
+    path = str(smollm2.gguf.path)
+    if _resident_kib(path) is None:
+        pytest.skip("no /proc/self/smaps on this system")
+    assert release_mapped_pages(path) > 0
+    assert _resident_kib(path) == 0
+    after = smollm2.lm.next_logprobs([states[4]])[0]
+    assert _resident_kib(path) > 0
+    np.testing.assert_array_equal(after, before)

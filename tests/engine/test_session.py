@@ -32,6 +32,15 @@ def test_before_a_load_the_door_says_so():
         empty.complete(URI, PREFIX, None, OPTIONS)
 
 
+def test_the_model_is_given_the_context_its_completions_read(session):
+    """A model that reads no text after the cursor gets the window and the room for the completion, not the
+    whole `contextSize`: every token of context is resident KV cache from the load on."""
+    from cpc.window import GENERATION_ROOM
+
+    assert session.engine.gguf.fim_tokens() is None
+    assert session.engine.lm.n_ctx == session.engine.prompt_tokens + GENERATION_ROOM < session.settings.context_size
+
+
 def test_the_engine_says_where_it_runs(session):
     placement = session.placement()
     assert session.ready and placement["backend"] == "CPU" and placement["greedyInGraph"] is False
