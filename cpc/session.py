@@ -71,6 +71,39 @@ __all__ = [
 _LIBC = ctypes.CDLL(None)
 """This process's C library (the symbols it has loaded)."""
 
+HEAP_SLACK = 32 << 20
+"""Free bytes the C heap may keep after a model answer; past them they go back to the system
+(`CompletionSession.complete`). A request frees the rows of 262,144 logits it made (1 MiB each) and glibc
+keeps their pages for the next one; typing key by key leaves 16-32 MiB free that way, and a burst of cold
+requests more (57 MB at the peak of a soak), which stayed resident until the editor was quiet. Keys typed
+into 20 lines (`benchmarks/profile_keystrokes.py`) gave back once in 630 requests at 32 MiB, 150 times at
+16, which cost every model keystroke 3 ms of page faults (docs/reliability.md)."""
+
+
+class _HeapInfo(ctypes.Structure):
+    """glibc's ``struct mallinfo2``."""
+
+    _fields_ = [(name, ctypes.c_size_t) for name in (
+        "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost",
+    )]
+
+
+def _give_back_free_heap(slack: int) -> bool:
+    """Give the heap's free pages back to the system (glibc's ``malloc_trim``) where it holds more than ``slack``
+    free bytes; whether it did. False where the C library has no such calls (macOS, musl).
+
+    >>> _give_back_free_heap(0) in (True, False), _give_back_free_heap(1 << 62)
+    (True, False)
+    """
+    heap_info, trim = getattr(_LIBC, "mallinfo2", None), getattr(_LIBC, "malloc_trim", None)
+    if heap_info is None or trim is None:
+        return False
+    heap_info.restype = _HeapInfo
+    if heap_info().fordblks <= slack:
+        return False
+    trim(0)
+    return True
+
 MODEL_SERVER_ERRORS = (RemoteUnavailable, RemoteMismatch, RemoteRefused)
 """What a request raises when the model's server does not answer, serves another model, or refused the
 key: the server is out of reach, not the request wrong (``except MODEL_SERVER_ERRORS``)."""
@@ -420,8 +453,10 @@ class CompletionSession:
         if shown:
             texts = grown(shown, texts)
         self.cache.remember(key, window, asked, texts)
-        return Answer(texts, from_cache=False, engine_ms=(time.perf_counter() - started) * 1000,
-                      lm_calls=generation.lm_calls, cut_short=generation.cut_short)
+        engine_ms = (time.perf_counter() - started) * 1000
+        _give_back_free_heap(HEAP_SLACK)
+        return Answer(texts, from_cache=False, engine_ms=engine_ms, lm_calls=generation.lm_calls,
+                      cut_short=generation.cut_short)
 
     def warm(self, document: str, cursor: int | None, options: Options,
              cancelled: Callable[[], bool] | None = None) -> int:
