@@ -84,7 +84,8 @@ def _bench(args: argparse.Namespace) -> int:
     if unknown:
         raise ValueError(f"unknown mode(s) {', '.join(unknown)}: choose among {', '.join(MODES)}")
     weights = FusionWeights.parse(args.fusion_weights) if args.fusion else None
-    engine = Engine.load(args.model, gpu_layers=args.gpu_layers, threads=args.threads or None, progress=stderr_progress)
+    engine = Engine.load(args.model, gpu_layers=args.gpu_layers, threads=args.threads or None, fit_context=True,
+                         progress=stderr_progress)
     if args.drafts == "on":
         engine.lm.checks_drafts_cheaply = True
     drafts = DraftParameters(max_tokens=0) if args.drafts == "off" else DraftParameters()
@@ -111,7 +112,8 @@ def _bench_cross_file(args: argparse.Namespace) -> int:
         cross_file.parse_mode(mode)
     fused = any(cross_file.parse_mode(mode)[1] for mode in modes)
     weights = FusionWeights.parse(args.fusion_weights) if fused or args.fusion_weights else None
-    engine = Engine.load(args.model, gpu_layers=args.gpu_layers, threads=args.threads or None, progress=stderr_progress)
+    engine = Engine.load(args.model, gpu_layers=args.gpu_layers, threads=args.threads or None, fit_context=True,
+                         progress=stderr_progress)
     result = cross_file.run(
         engine, args.cross_file, args.cases, args.seed, modes, args.max_tokens, weights, progress=stderr_progress
     )
