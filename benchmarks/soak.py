@@ -421,15 +421,23 @@ def _percentile(values: list[float], q: float) -> float:
 
 
 def growth(samples: list[tuple[float, float]]) -> dict:
-    """Start, end, peak, and the growth over the second half of the run (a plateau grows ~0 there)."""
+    """Start, end, peak, the median of the last quarter (the level), and the growth over the second half of the
+    run, fitted (a plateau grows ~0 there): the server gives freed heap back between bursts, so any two
+    samples differ by a burst's worth.
+
+    >>> flat = [(t, 600.0 + (40 if t % 7 == 0 else 0)) for t in range(100)]
+    >>> growth(flat)["plateau"], growth(flat)["level_mb"], growth([(t, 500.0 + t) for t in range(100)])["plateau"]
+    (True, 600.0, False)
+    """
     if len(samples) < 4:
         return {"samples": len(samples)}
     values = [mb for _, mb in samples]
     half = samples[len(samples) // 2 :]
     times = [t for t, _ in half]
     slope = statistics.linear_regression(times, [mb for _, mb in half]).slope if len(set(times)) > 1 else 0.0
-    second_half_growth = max(mb for _, mb in half) - half[0][1]
+    second_half_growth = slope * (times[-1] - times[0])
     return {
+        "level_mb": statistics.median(values[len(values) * 3 // 4 :]),
         "start_mb": values[0],
         "end_mb": values[-1],
         "peak_mb": max(values),
@@ -547,7 +555,8 @@ def summary_text(result: dict) -> str:
         if "start_mb" in rss:
             lines.append(
                 f"  {title:8} start {rss['start_mb']:6.0f} MB, end {rss['end_mb']:6.0f} MB, peak {rss['peak_mb']:6.0f} MB, "
-                f"second half +{rss['second_half_growth_mb']:.0f} MB ({rss['second_half_slope_mb_per_min']:+.1f} MB/min): "
+                f"level (last quarter's median) {rss['level_mb']:6.0f} MB, "
+                f"second half {rss['second_half_growth_mb']:+.0f} MB fitted ({rss['second_half_slope_mb_per_min']:+.1f} MB/min): "
                 f"{'plateau' if rss['plateau'] else 'STILL GROWING'}"
             )
     if result.get("at_rest_mb"):

@@ -62,13 +62,15 @@ compute buffer by it, 1 MiB a row for Gemma 3's 262,144 logits: 514 MiB at its d
 size, 512), 65 MiB at 64. The most a call asks is a draft's check (8 states of 7 tokens and the one
 after) and a chunk of `LanguageModel.token_logprobs`; `_evaluate` splits any batch that asks more."""
 
-KV_STREAMS = 4
-"""Sequences (`n_seq`) kept in the KV cache when it is in the host's memory: 27 MiB each for the default
-model (1,536 tokens, sliding-window layers kept whole). Typing asks for few: on 10 lines typed key by
-key, 473 of 499 evaluations asked for one state. The few that ask for more (a cold beam's eight
-paths) are split into decodes of four, which on a CPU cost about what one decode of eight does.
-Four instead of eight took 108 MiB off the server's resident memory, with the same texts and times
-(docs/reliability.md)."""
+KV_STREAMS = 3
+"""Sequences (`n_seq`) kept in the KV cache when it is in the host's memory: 22.5 MiB each for the default
+model (1,280 tokens, sliding-window layers kept whole; llama.cpp zeroes the cache, so all of it is
+resident from the load on). Typing asks for few: on 10 lines typed key by key, 473 of 499 evaluations
+asked for one state. The few that ask for more are split into decodes of three, which on a CPU cost
+about what one decode of all of them does. Four instead of eight took 108 MiB off the server's resident
+memory, three instead of four 22.5 MiB more: 20 cold requests in each mode made the same 622 decodes in
+the same time (`benchmarks/profile_request.py`), 20 lines typed key by key the same model keystrokes
+in the same time (docs/reliability.md)."""
 
 KV_STREAMS_ON_GPU = 8
 """`KV_STREAMS` for a model on a GPU: the cache lives in the device's memory, and there eight rows in a

@@ -453,10 +453,9 @@ class CompletionSession:
         if shown:
             texts = grown(shown, texts)
         self.cache.remember(key, window, asked, texts)
-        engine_ms = (time.perf_counter() - started) * 1000
         _give_back_free_heap(HEAP_SLACK)
-        return Answer(texts, from_cache=False, engine_ms=engine_ms, lm_calls=generation.lm_calls,
-                      cut_short=generation.cut_short)
+        return Answer(texts, from_cache=False, engine_ms=(time.perf_counter() - started) * 1000,
+                      lm_calls=generation.lm_calls, cut_short=generation.cut_short)
 
     def warm(self, document: str, cursor: int | None, options: Options,
              cancelled: Callable[[], bool] | None = None) -> int:

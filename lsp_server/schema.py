@@ -85,7 +85,7 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting(
         "contextSize", "integer", DEFAULT_CONTEXT_SIZE,
-        "Tokens of context per sequence the model is loaded with at most (the llama.cpp KV cache: 4 sequences, 8 "
+        "Tokens of context per sequence the model is loaded with at most (the llama.cpp KV cache: 3 sequences, 8 "
         "on a GPU; memory grows with it), at least 512; refused when the memory cannot hold it. A model in the "
         "server's process gets what its prompts read: 1280 for the default model, which reads no text after the cursor.",
         minimum=512, reloads="any",
