@@ -68,9 +68,9 @@ model (1,280 tokens, sliding-window layers kept whole; llama.cpp zeroes the cach
 resident from the load on). Typing asks for few: on 10 lines typed key by key, 473 of 499 evaluations
 asked for one state. The few that ask for more are split into decodes of three, which on a CPU cost
 about what one decode of all of them does. Four instead of eight took 108 MiB off the server's resident
-memory, three instead of four 22.5 MiB more: 20 cold requests in each mode made the same 622 decodes in
-the same time (`benchmarks/profile_request.py`), 20 lines typed key by key the same model keystrokes
-in the same time (docs/reliability.md)."""
+memory, three instead of four 22.5 MiB more: 20 cursors completed cold with long and short prompts made
+the same 622 decodes (cpc) in the same time (`benchmarks/profile_request.py`), 20 lines typed key by key
+the same model keystrokes in the same time (docs/reliability.md)."""
 
 KV_STREAMS_ON_GPU = 8
 """`KV_STREAMS` for a model on a GPU: the cache lives in the device's memory, and there eight rows in a
