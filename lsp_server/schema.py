@@ -86,8 +86,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "contextSize", "integer", DEFAULT_CONTEXT_SIZE,
         "Tokens of context per sequence the model is loaded with at most (the llama.cpp KV cache: 3 sequences, 8 "
-        "on a GPU; memory grows with it), at least 512; refused when the memory cannot hold it. A model in the "
-        "server's process gets what its prompts read: 1280 for the default model, which reads no text after the cursor.",
+        "on a GPU; memory grows with it), at least 512. A model in the server's process gets what its prompts read, "
+        "at most this: 1280 for the default model, which reads no text after the cursor; refused when the memory "
+        "cannot hold that.",
         minimum=512, reloads="any",
     ),
     Setting(

@@ -151,6 +151,19 @@ def test_a_greedy_step_normalised_in_the_graph_answers_as_the_host_does(engine):
     np.testing.assert_array_equal(graph.token_logprobs(states[-1]), host.token_logprobs(states[-1]))
 
 
+@pytest.mark.parametrize(
+    ("n_ctx", "expected"),
+    [(10**8, "GiB for the KV cache .* GiB of memory is available"), (2**31, "outside what llama.cpp can address")],
+)
+def test_a_context_too_large_for_the_machine_is_refused_before_it_is_made(smollm2, n_ctx, expected):
+    """llama.cpp zeroes its KV cache as it makes it: a cache larger than the free memory would bring in the OOM
+    killer, and one past 2**32 tokens cannot be addressed. Both are refused with the setting to lower."""
+    from cpc.model_files import ModelError
+
+    with pytest.raises(ModelError, match=f"{expected}.*contextSize"):
+        LlamaLM(smollm2.gguf, smollm2.vocab, n_ctx=n_ctx, n_seq=3, threads=MODEL_THREADS)
+
+
 def test_states_that_do_not_fit_are_refused(smollm2):
     lm = LlamaLM(smollm2.gguf, smollm2.vocab, n_seq=1, n_ctx=16)
     with pytest.raises(ValueError, match="does not fit"):
