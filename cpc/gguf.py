@@ -186,8 +186,8 @@ def release_mapped_pages(path: os.PathLike) -> int:
     except OSError:
         return 0
     advised = 0
-    for fields in ranges:
-        if madvise is None or len(fields) < 6 or fields[5].rstrip("\n") != target:
+    for fields in ranges if madvise is not None else []:
+        if len(fields) < 6 or fields[5].rstrip("\n") != target:
             continue
         start, end = (int(address, 16) for address in fields[0].split("-"))
         if madvise(ctypes.c_void_p(start), ctypes.c_size_t(end - start), _MADV_DONTNEED) == 0:
