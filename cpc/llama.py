@@ -455,17 +455,20 @@ class LlamaLM(LanguageModel):
 
     def _decode(self) -> None:
         self.stats.decodes += 1
-        one_token = self._batch.n_tokens == 1
+        rows = self._rows_in_batch
+        # The tuner compares one-token steps that read their logits: a token read without them (the end of a
+        # prompt read ahead) skips the output layer, costs 0.4 of a step, and would pass for an idle machine's
+        # speed that no step reaches again: the tuner would then hold one thread fewer on an idle machine.
+        one_step = self._batch.n_tokens == 1 and rows == 1
         if self._tuner is not None:
-            self._use_threads(self._tuner.next() if one_token else self._tuner.current)
+            self._use_threads(self._tuner.next() if one_step else self._tuner.current)
         began = time.perf_counter()
         status = llama_cpp.llama_decode(self._ctx, self._batch)
         while status == _DECODE_ABORTED:  # `stop_now`: llama.cpp dropped the batch's positions from the cache
             self.check_interrupt()  # stale work stops here; a stop asked of the work before is no reason
             status = llama_cpp.llama_decode(self._ctx, self._batch)
-        rows = self._rows_in_batch
         elapsed = (time.perf_counter() - began) * 1000
-        if status == 0 and one_token and self._tuner is not None:
+        if status == 0 and one_step and self._tuner is not None:
             self._tuner.record(self._threads, elapsed)
         if status == 0 and rows == self._batch.n_tokens and rows <= _TIMED_ROWS:
             # what a check of this many rows costs (`check_cost`): a moving average, as the machine's load moves
