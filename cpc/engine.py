@@ -135,7 +135,7 @@ class Engine:
             return
         sample = Path(__file__).with_name("window.py").read_text(encoding="utf-8")[:READING_SAMPLE_CHARS]
         tokens = self.lm.bos + tuple(self.tokenizer.encode(sample.encode("utf-8")))
-        self.lm.next_scores([tokens[:16]])  # the first read pages the weights in (`cpc.gguf.release_mapped_pages`),
+        self.lm.next_scores([tokens[:16]])  # the first read pages the weights in (`cpc.resident.release_mapped_pages`),
         # the output layer's too: not what a request pays
         self.clear()
         started = time.perf_counter()

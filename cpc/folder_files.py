@@ -145,7 +145,8 @@ def folder_files(
     ``ReadReport`` to learn the counts and why the walk stopped.
 
         >>> import tempfile
-        >>> root = Path(tempfile.mkdtemp())
+        >>> folder = tempfile.TemporaryDirectory()
+        >>> root = Path(folder.name)
         >>> _ = (root / ".gitignore").write_text("build/\\n*.log\\n")
         >>> _ = (root / "app.py").write_text("def main():\\n    pass\\n")
         >>> (root / "build").mkdir(); _ = (root / "build" / "out.py").write_text("x = 1\\n")
@@ -157,6 +158,7 @@ def folder_files(
         ['.gitignore', 'app.py', 'pkg/util.py']
         >>> report.files, report.skipped_binary, report.stopped
         (3, 1, None)
+        >>> folder.cleanup()
     """
     walk = _Walk(limits, progress, cancelled, report if report is not None else ReadReport())
     yield from walk.files([os.path.abspath(os.fspath(folder)) for folder in folders])

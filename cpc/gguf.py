@@ -28,11 +28,9 @@ import llama_cpp
 import numpy as np
 
 from cpc.model_files import ModelError, Progress, resolve_model
+from cpc.resident import release_mapped_pages
 
 log = logging.getLogger(__name__)
-
-_LIBC = ctypes.CDLL(None)
-"""This process's C library (the symbols it has loaded)."""
 
 _NOT_TEXT = (
     llama_cpp.LLAMA_TOKEN_ATTR_CONTROL
@@ -159,40 +157,6 @@ def cpu_has_amx() -> bool:
             return any(line.startswith("flags") and " amx_" in line for line in cpuinfo)
     except OSError:
         return False
-
-
-_MADV_DONTNEED = 4
-
-
-def release_mapped_pages(path: os.PathLike) -> int:
-    """Let go of this process's pages of the file at ``path`` (where the C library and the system allow);
-    returns the bytes of mapping advised.
-
-    llama.cpp reads every weight through its mapping of the model file, and
-    copies some elsewhere: repacked for this CPU's matrix code (13 MB of the
-    default model), or onto a GPU (all of them). The copied weights' pages
-    would stay resident without ever being read again. Let go, a page is
-    read again from the system's file cache at its first use: the weights
-    the CPU computes with come back, the copied ones stay out.
-
-        >>> release_mapped_pages("/no/such/file")
-        0
-    """
-    target = os.path.realpath(path)
-    madvise = getattr(_LIBC, "madvise", None)
-    try:
-        with open("/proc/self/maps", encoding="utf-8", errors="replace") as maps:
-            ranges = [line.split(maxsplit=5) for line in maps]
-    except OSError:
-        return 0
-    advised = 0
-    for fields in ranges if madvise is not None else []:
-        if len(fields) < 6 or fields[5].rstrip("\n") != target:
-            continue
-        start, end = (int(address, 16) for address in fields[0].split("-"))
-        if madvise(ctypes.c_void_p(start), ctypes.c_size_t(end - start), _MADV_DONTNEED) == 0:
-            advised += end - start
-    return advised
 
 
 class GGUFModel:

@@ -37,7 +37,6 @@ keeps windows, not documents:
 
 from __future__ import annotations
 
-import ctypes
 import os
 import threading
 import time
@@ -53,6 +52,7 @@ from cpc.generate import MODES, Options, generate, warm
 from cpc.lm import DEFAULT_CONTEXT_SIZE, Cancelled
 from cpc.model_files import ModelError, Progress
 from cpc.remote import RemoteMismatch, RemoteOptions, RemoteRefused, RemoteUnavailable, address_problem, is_remote
+from cpc.resident import give_back_free_heap
 from cpc.serving import REMOTE_APIS
 from cpc.window import Window
 
@@ -68,9 +68,6 @@ __all__ = [
     "Cancelled", "ModelError", "MODEL_SERVER_ERRORS", "RemoteMismatch", "RemoteRefused", "RemoteUnavailable",
 ]
 
-_LIBC = ctypes.CDLL(None)
-"""This process's C library (the symbols it has loaded)."""
-
 HEAP_SLACK = 32 << 20
 """Free bytes the C heap may keep after a model answer; past them they go back to the system
 (`CompletionSession.complete`). A request frees the rows of 262,144 logits it made (1 MiB each) and glibc
@@ -79,30 +76,6 @@ requests more (57 MB at the peak of a soak), which stayed resident until the edi
 into 20 lines (`benchmarks/profile_keystrokes.py`) gave back once in 630 requests at 32 MiB, 150 times at
 16, which cost every model keystroke 3 ms of page faults (docs/reliability.md)."""
 
-
-class _HeapInfo(ctypes.Structure):
-    """glibc's ``struct mallinfo2``."""
-
-    _fields_ = [(name, ctypes.c_size_t) for name in (
-        "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost",
-    )]
-
-
-def _give_back_free_heap(slack: int) -> bool:
-    """Give the heap's free pages back to the system (glibc's ``malloc_trim``) where it holds more than ``slack``
-    free bytes; whether it did. False where the C library has no such calls (macOS, musl).
-
-    >>> _give_back_free_heap(0) in (True, False), _give_back_free_heap(1 << 62)
-    (True, False)
-    """
-    heap_info, trim = getattr(_LIBC, "mallinfo2", None), getattr(_LIBC, "malloc_trim", None)
-    if heap_info is None or trim is None:
-        return False
-    heap_info.restype = _HeapInfo
-    if heap_info().fordblks <= slack:
-        return False
-    trim(0)
-    return True
 
 MODEL_SERVER_ERRORS = (RemoteUnavailable, RemoteMismatch, RemoteRefused)
 """What a request raises when the model's server does not answer, serves another model, or refused the
@@ -453,7 +426,7 @@ class CompletionSession:
         if shown:
             texts = grown(shown, texts)
         self.cache.remember(key, window, asked, texts)
-        _give_back_free_heap(HEAP_SLACK)
+        give_back_free_heap(HEAP_SLACK)
         return Answer(texts, from_cache=False, engine_ms=(time.perf_counter() - started) * 1000,
                       lm_calls=generation.lm_calls, cut_short=generation.cut_short)
 
@@ -467,21 +440,17 @@ class CompletionSession:
 
     def release_memory(self) -> bool:
         """The editor is quiet: keep only the snapshots a keystroke at the same place reads next
-        (`cpc.beam.ByteBeam.rest`), and give the heap's free pages back to the system (glibc's ``malloc_trim``);
-        False where there is no such call (macOS, musl). A burst of requests leaves freed numpy rows of 262,144
-        logits in the heap that glibc keeps for the next burst: about 100 MB of resident memory on the default
-        model (docs/reliability.md).
+        (`cpc.beam.ByteBeam.rest`), and give the heap's free pages back to the system (`cpc.resident`):
+        whether it gave any (never where the C library has no such call: macOS, musl). A burst of requests
+        leaves freed numpy rows of 262,144 logits in the heap that glibc keeps for the next burst: about 100 MB
+        of resident memory on the default model (docs/reliability.md).
 
         >>> CompletionSession().release_memory() in (True, False)
         True
         """
         if self.engine is not None:
             self.engine.beam.rest()
-        trim = getattr(_LIBC, "malloc_trim", None)
-        if trim is None:
-            return False
-        trim(0)
-        return True
+        return give_back_free_heap()
 
     def stop_now(self) -> None:
         """Make the work in flight (`complete`, `warm`) ask its ``cancelled`` now rather than at its next

@@ -11,6 +11,7 @@ model is loaded in its place; and the key is in no message, status or log.
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -29,7 +30,8 @@ pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.slow]
 PORT = free_port()
 KEY = "team-key-0b1c55e2"
 WRONG = "stale-key-93ad7f10"
-LOG = Path(tempfile.mkdtemp(prefix="cpc-key-")) / "cpc-lsp.log"
+LOG = Path(tempfile.gettempdir()) / f"cpc-key-{os.getpid()}" / "cpc-lsp.log"
+"""Made by `log_folder` for this module's server and removed after it (the module is imported even when not run)."""
 SETTINGS = {"model": f"http://127.0.0.1:{PORT}", "debounceMs": 0, "maxTokens": 8, "fusion": False,
             "remoteTimeoutMs": 15000, "logDocuments": True}
 """``logDocuments``: the log holds whole messages, and still no key."""
@@ -41,10 +43,17 @@ def llama_server():
         yield running
 
 
+@pytest.fixture(scope="module")
+def log_folder():
+    LOG.parent.mkdir(mode=0o700, exist_ok=True)
+    yield LOG.parent
+    shutil.rmtree(LOG.parent, ignore_errors=True)
+
+
 @pytest_lsp.fixture(scope="module", config=ClientServerConfig(
     server_command=[sys.executable, "-m", "lsp_server", "--log-file", str(LOG)],
     server_env={**os.environ, API_KEY_ENV: WRONG}))
-async def client(lsp_client: LanguageClient, llama_server):
+async def client(lsp_client: LanguageClient, llama_server, log_folder):
     await lsp_client.initialize_session(initialize_params(options=SETTINGS))
     yield
     await lsp_client.shutdown_session()
