@@ -6,7 +6,9 @@ cores (a build, a test run), the thread scheduled on it arrives late at
 every barrier, and each one-token decode takes several times as long: on
 the 2-core test machine, a suggestion's p50 went from 288 ms to 758 ms with
 two threads and to 406 ms with one. The load comes and goes, so
-`ThreadTuner` watches the one-token decodes: with every core it keeps the
+`ThreadTuner` watches the one-token steps (a token and its logits; `cpc.llama`
+times no other decode: a token read without logits costs 0.4 of a step):
+with every core it keeps the
 fastest time seen as the idle figure, and when the recent decodes run well
 above it, it moves to one thread fewer; from there it times a decode with
 every core now and then, and moves back once that runs near the idle
