@@ -10,6 +10,7 @@ model is loaded in its place; and the key is in no message, status or log.
 
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
 import sys
@@ -30,8 +31,10 @@ pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.slow]
 PORT = free_port()
 KEY = "team-key-0b1c55e2"
 WRONG = "stale-key-93ad7f10"
-LOG = Path(tempfile.gettempdir()) / f"cpc-key-{os.getpid()}" / "cpc-lsp.log"
-"""Made by `log_folder` for this module's server and removed after it (the module is imported even when not run)."""
+LOG = Path(tempfile.mkdtemp(prefix="cpc-key-")) / "cpc-lsp.log"
+"""The server's log; its folder goes when the test run ends (pytest_lsp may start the server before a fixture of
+this module runs, and the module is imported even when it is not run)."""
+atexit.register(shutil.rmtree, LOG.parent, ignore_errors=True)
 SETTINGS = {"model": f"http://127.0.0.1:{PORT}", "debounceMs": 0, "maxTokens": 8, "fusion": False,
             "remoteTimeoutMs": 15000, "logDocuments": True}
 """``logDocuments``: the log holds whole messages, and still no key."""
@@ -43,17 +46,10 @@ def llama_server():
         yield running
 
 
-@pytest.fixture(scope="module")
-def log_folder():
-    LOG.parent.mkdir(mode=0o700, exist_ok=True)
-    yield LOG.parent
-    shutil.rmtree(LOG.parent, ignore_errors=True)
-
-
 @pytest_lsp.fixture(scope="module", config=ClientServerConfig(
     server_command=[sys.executable, "-m", "lsp_server", "--log-file", str(LOG)],
     server_env={**os.environ, API_KEY_ENV: WRONG}))
-async def client(lsp_client: LanguageClient, llama_server, log_folder):
+async def client(lsp_client: LanguageClient, llama_server):
     await lsp_client.initialize_session(initialize_params(options=SETTINGS))
     yield
     await lsp_client.shutdown_session()
