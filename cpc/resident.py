@@ -42,12 +42,18 @@ if _heap_info is not None:
 
 def give_back_free_heap(slack: int = 0) -> bool:
     """Give the heap's free pages back to the system where it holds more than ``slack`` free bytes; whether
-    it did.
+    it did. A glibc older than 2.33 has no ``mallinfo2`` to tell the free bytes: there the heap is trimmed
+    only when no slack is asked (a trim after every answer would cost each keystroke page faults).
 
         >>> give_back_free_heap() in (True, False)
         True
     """
-    if _heap_info is None or _trim is None or _heap_info().fordblks <= slack:
+    if _trim is None:
+        return False
+    if _heap_info is None:  # the free bytes are unknown
+        if slack:
+            return False
+    elif _heap_info().fordblks <= slack:
         return False
     _trim(0)
     return True
