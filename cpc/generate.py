@@ -294,15 +294,23 @@ def warm(engine: Engine, document: str, cursor: int | None = None, options: Opti
     """Read the whole prompt window of a request at ``cursor`` of ``document`` into the KV cache, ahead of it.
 
     What a request would read before the text it conditions on: the FIM
-    frame and the stable part's tokens, without a time budget. Stops with
+    frame and the stable part's tokens, without a time budget. For ``cpc``,
+    also the next-token row there, the byte beam's root (kept in
+    `cpc.beam.SnapshotCache`): a keystroke in the word at the cursor
+    starts from it, one model step sooner (about 10 ms on 2 cores; the
+    request reads the same state, so its text is the same). Stops with
     `cpc.lm.Cancelled` when ``cancelled`` turns True (what was read keeps).
-    Returns the tokens read.
+    Returns the prompt tokens read.
     """
     window = engine.window(document, cursor)
     head, middle = prompt_frame(engine, window.suffix, options)
     tokens, _ = stable_tokens(engine.tokenizer, window.prefix, engine.prompt_tokens)
+    root = head + tokens + middle
     with engine.lm.interruptible(cancelled):
-        return engine.lm.prefill(head + tokens + middle)
+        read = engine.lm.prefill(root)
+        if options.mode == "cpc":
+            engine.beam.snapshots.get(root)
+        return read
 
 
 def prompt_frame(engine: Engine, suffix: str, options: Options = Options()) -> tuple[State, State]:

@@ -204,6 +204,22 @@ def test_a_cold_request_reads_a_cut_window_and_warm_reads_the_whole(engine, mode
     assert whole.prompt_tokens == unbudgeted.prompt_tokens and whole.completions
 
 
+def test_warm_reads_the_beams_root_so_a_keystroke_in_the_word_saves_a_model_step(engine):
+    """For cpc, reading ahead also fetches the next-token row where the word at the cursor starts: the
+    keystroke's request then makes one model call fewer than after a plain read, with the same text."""
+    cursor = TEXTWRAP.index("        if self.width <= 0:") + len("        if self.wid")
+    options = Options(mode="cpc", max_tokens=4, fim=False)
+    typed_on = TEXTWRAP[:cursor] + "t" + TEXTWRAP[cursor:]
+    runs = []
+    for read_ahead in (replace(options, mode="naive"), options):  # the prompt alone, then with the root
+        engine.clear()
+        warm(engine, TEXTWRAP, cursor, read_ahead)
+        runs.append(generate(engine, typed_on, cursor + 1, options=options))
+    plain, rooted = runs
+    assert rooted.completions[0].text == plain.completions[0].text
+    assert rooted.lm_calls == plain.lm_calls - 1
+
+
 def test_a_short_file_is_read_whole_when_the_budget_reads_it_and_cut_when_it_does_not(engine):
     """Whether a cold window is cut depends on the time the model takes to read it, not on its length."""
     prefix = TEXTWRAP[: TEXTWRAP.index("        if self.width <= 0:") + len("        if self.wid")]
