@@ -300,15 +300,16 @@ def warm(engine: Engine, document: str, cursor: int | None = None, options: Opti
     starts from it, one model step sooner (about 10 ms on 2 cores; the
     request reads the same state, so its text is the same). Stops with
     `cpc.lm.Cancelled` when ``cancelled`` turns True (what was read keeps).
-    Returns the prompt tokens read.
+    Returns the tokens read without logits (for cpc all but the last, which its row reads; 0: all cached).
     """
     window = engine.window(document, cursor)
     head, middle = prompt_frame(engine, window.suffix, options)
     tokens, _ = stable_tokens(engine.tokenizer, window.prefix, engine.prompt_tokens)
     root = head + tokens + middle
+    cpc = options.mode == "cpc"
     with engine.lm.interruptible(cancelled):
-        read = engine.lm.prefill(root)
-        if options.mode == "cpc":
+        read = engine.lm.prefill(root[:-1] if cpc else root)  # the row's evaluation reads the last token
+        if cpc:
             engine.beam.snapshots.get(root)
         return read
 
