@@ -166,9 +166,15 @@ class _Stream:
 class StopRules:
     """When a completion ends, from what surrounds the cursor.
 
+    A text that goes round in a loop (`_first_round`) ends in the loop's first round, at the end of a
+    word or after a separator (`_clean_end`): a small model that starts repeating itself rarely stops
+    before the token budget, and what it shows meanwhile runs off the screen.
+
     >>> rules = StopRules.around("def f():\\n    x = ma", ")\\n    return x", multiline=False)
     >>> rules.cut("max(a, b))\\n"), rules.cut("max(a, b")
     ('max(a, b', None)
+    >>> rules.cut("ert(this[kUsed] && this[kUsed] && this[kUsed] && this[kUsed] && this[k")
+    'ert(this[kUsed]'
     """
 
     multiline: bool
@@ -196,8 +202,8 @@ class StopRules:
         head = self.suffix_line.strip()
         if head and head in text:
             return self.trim(text[: text.index(head)])
-        if not self.multiline:
-            return self.trim(text.partition("\n")[0]) if "\n" in text else None
+        if not self.multiline and "\n" in text:
+            return self.trim(text.partition("\n")[0])
         lines = text.split("\n")
         for number, line in enumerate(lines[1:], start=1):
             complete = number < len(lines) - 1
@@ -208,7 +214,8 @@ class StopRules:
                 indent < self.indent or (self.suffix_next and line.strip() == self.suffix_next)
             ):
                 return self.trim("\n".join(lines[:number]))
-        return None
+        loop = _first_round(text)
+        return None if loop is None else self.trim(text[: _clean_end(text, *loop)])
 
     def trim(self, text: str) -> str:
         """Drop trailing blanks and whatever the text after the cursor already starts with."""
@@ -568,12 +575,61 @@ def _draft(stream: _Stream, options: Options, room: int, engine: Engine) -> Stat
     return tokens
 
 
+LOOP_PERIODS = range(4, 41)
+"""The lengths in characters of a loop's round that `_first_round` looks for. Shorter periods are left alone: a
+row of zeros (``0, 0, 0``), a rule of dashes (``-+-+-+``), an indentation."""
+LOOP_ROUNDS = 4
+"""Rounds a text ends with before it counts as a loop. Of 100,000 lines of the standard library's Python
+and npm's JavaScript, 14 hold four rounds of a period from `LOOP_PERIODS` (UUIDs, ASCII tables); of the
+model's suggestions through the server, 1-4 % ran in such a loop to the token budget."""
+
+
+def _first_round(text: str) -> tuple[int, int] | None:
+    """Where the loop that ``text`` ends in makes its first round (start, end); None without one.
+
+    A loop: the last `LOOP_ROUNDS` rounds of a period from `LOOP_PERIODS` (its shortest) repeat each other,
+    and a round holds two different characters that are not blanks.
+
+    >>> _first_round("x, false, false, false, false"), _first_round("[0, 0, 0, 0, 0, 0]"), _first_round("ab" * 20)
+    ((1, 8), None, None)
+    """
+    for period in range(1, LOOP_PERIODS.stop):
+        tail = text[-LOOP_ROUNDS * period :]
+        if len(tail) < LOOP_ROUNDS * period:
+            return None
+        if tail[-1] != tail[-1 - period] or tail[period:] != tail[:-period]:
+            continue
+        if period < LOOP_PERIODS.start or len(set(tail[:period].strip())) < 2:
+            return None
+        start = len(text) - len(tail)
+        while start > 0 and text[start - 1] == text[start - 1 + period]:
+            start -= 1
+        return start, start + period
+    return None
+
+
+_CLEAN_END = re.compile(r"[,;)\]}]|\w\b")
+
+
+def _clean_end(text: str, start: int, end: int) -> int:
+    """Where a text that loops from ``start`` is cut: the last end of a word, or of a separator or a closing
+    bracket, in its first round (up to ``end``); without one, before the word the round's end cuts.
+
+    >>> text = 'd", "ab", "cd", "ab", "cd", "ab", "cd", "ab", "c'
+    >>> text[: _clean_end(text, *_first_round(text))]
+    'd", "ab",'
+    """
+    ends = [match.end() for match in _CLEAN_END.finditer(text, start, end + 1) if match.end() <= end]
+    return ends[-1] if ends else len(_whole_words(text[:end]))
+
+
 _FIRST_WORD = re.compile(r"\W*\w+")
 _LAST_WORD = re.compile(r"\w+$")
 
 
 def _whole_words(text: str) -> str:
-    """A text cut by the time budget, without the word it may have been in the middle of (its first word stays).
+    """A text cut short (the time budget, a loop), without the word it may have been in the middle of (its first word
+    stays).
 
     >>> _whole_words('in(directory, "config_'), _whole_words("in"), _whole_words("in(a, b)")
     ('in(directory, "', 'in', 'in(a, b)')

@@ -125,6 +125,33 @@ def test_stop_rules():
     assert following.cut("1\n    return x") == "1"
 
 
+def test_a_text_that_loops_ends_in_its_first_round():
+    single = StopRules.around("assert(", "", multiline=False)
+    assert single.cut("this[kUsed] && this[kUsed] && this[kUsed] && this[kUsed] && this[kU") == "this[kUsed]"
+    assert single.cut("logprefix, false, false, false, false") == "logprefix, false"
+    assert single.cut("ft.left.left.left.left.left") == "ft"  # no clean end in the round: its first word
+    assert single.cut("this[kUsed] && this[kUsed] && this[kUsed] && this[k") is None  # three rounds: not yet
+    for text in ("[0, 0, 0, 0, 0, 0, 0, 0, 0, 0]", "# -+-+-+-+-+-+-+-+-+-+", "'=' * 40  # " + "=" * 40,
+                 "# +-------+-------+-------+", "x" + " " * 40):
+        assert single.cut(text) is None, text  # short periods, rules, blanks, three rounds of a table
+    multi = StopRules.around("def f():\n    ", "", multiline=True)
+    assert multi.cut("a = 1\n    b = 2\n    b = 2\n    b = 2\n    b = 2") == "a = 1\n    b = 2"
+
+
+@pytest.mark.parametrize("prefix, first_word", [
+    ('flags = (True, False, True, False, True, False, True, False, True, False, True, Fa', "lse"),
+    ('parts = ["ab", "cd", "ab", "cd", "ab", "cd", "ab", "cd", "ab", "cd", "ab", "c', 'd"'),
+])
+def test_a_suggestion_that_loops_stops_early(engine, prefix, first_word):
+    """Both models continue these loops to the token budget: the suggestion ends in the first round, and
+    the model is not asked for the rounds after the fourth."""
+    max_tokens = 48
+    generation = generate(engine, prefix, options=Options(max_tokens=max_tokens))
+    text = generation.completions[0].text
+    assert text.startswith(first_word) and len(text) < 16, text
+    assert generation.lm_calls < max_tokens - 10
+
+
 @settings(max_examples=examples(8), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(text=code_text, cut=st.integers(1, 400))
 def test_cpc_completions_never_contradict_what_was_typed(engine, text, cut):
