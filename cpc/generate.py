@@ -581,7 +581,7 @@ row of zeros (``0, 0, 0``), a rule of dashes (``-+-+-+``), an indentation."""
 LOOP_ROUNDS = 4
 """Rounds a text ends with before it counts as a loop. Of 100,000 lines of the standard library's Python
 and npm's JavaScript, 14 hold four rounds of a period from `LOOP_PERIODS` (UUIDs, ASCII tables); of the
-model's suggestions through the server, 1-4 % ran in such a loop to the token budget."""
+model's suggestions through the server, 0.5-3.5 % ran in such a loop to the token budget (docs/benchmarks.md)."""
 
 
 def _first_round(text: str) -> tuple[int, int] | None:
