@@ -58,7 +58,7 @@ from cpc.window import Window
 
 __all__ = [
     # the door
-    "Answer", "CompletionSession", "EngineSettings", "SuggestionCache",
+    "Answer", "CompletionSession", "EngineSettings", "SuggestionCache", "answer_key",
     # what a caller passes and reads: value types
     "DEFAULT_CONTEXT_SIZE", "MODES", "REMOTE_APIS", "FusionWeights", "Options", "ReadLimits", "ReadReport",
     "RemoteOptions", "Window",
@@ -366,7 +366,7 @@ class CompletionSession:
         self, key: str, document: str, cursor: int | None, options: Options, fusion: FusionWeights | None = None
     ) -> Answer | None:
         """A cache answer for ``cursor`` of ``document``, cheap enough for an event loop (no model)."""
-        texts = self.cache.lookup(key, self.window(document, cursor), _asked(options, fusion))
+        texts = self.cache.lookup(key, self.window(document, cursor), answer_key(options, fusion))
         return None if texts is None else Answer(texts, from_cache=True, engine_ms=0.0)
 
     def complete(
@@ -406,7 +406,7 @@ class CompletionSession:
         if self.engine is None:
             raise RuntimeError("the model is not loaded yet")
         started = time.perf_counter()
-        window, asked = self.engine.window(document, cursor), _asked(options, fusion)
+        window, asked = self.engine.window(document, cursor), answer_key(options, fusion)
         fused = None
         if fusion is not None and self.corpus is not None:
             line = document.count("\n", 0, len(document) if cursor is None else cursor)
@@ -460,9 +460,16 @@ class CompletionSession:
             engine.lm.stop_now()
 
 
-def _asked(options: Options, fusion: FusionWeights | None) -> Hashable:
+def answer_key(options: Options, fusion: FusionWeights | None) -> Hashable:
     """What a cached answer answers: the options but the prompt budget (an answer read from the whole window
-    serves a request that would have cut it), and the fusion weights."""
+    serves a request that would have cut it), and the fusion weights. Work asked under another key than the
+    settings' now serves no request.
+
+    >>> answer_key(Options(prompt_budget_ms=200), None) == answer_key(Options(), None)
+    True
+    >>> answer_key(Options(mode="naive"), None) == answer_key(Options(mode="cpc"), None)
+    False
+    """
     return replace(options, prompt_budget_ms=None), fusion
 
 

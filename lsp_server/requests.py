@@ -55,7 +55,9 @@ may do is one small object per request (`Ticket`):
 - **Stale work stops at once.** Work that an edit, a request or a cancel
   makes stale (a read-ahead, a request not typed on) is broken into inside
   the model's evaluation (`cpc.session.CompletionSession.stop_now`), so the
-  newest request gets the worker within a millisecond.
+  newest request gets the worker within a millisecond. So is work asked
+  under settings the editor has since changed (another mode, fusion): its
+  answer would be cached for requests that no longer come (`Requests.outdated`).
 """
 
 from __future__ import annotations
@@ -76,7 +78,9 @@ from lsprotocol import types
 from pygls.exceptions import JsonRpcInvalidParams
 from pygls.workspace import Workspace
 
-from cpc.session import MODEL_SERVER_ERRORS, Answer, Cancelled, CompletionSession, FusionWeights, Options, Window
+from cpc.session import (
+    MODEL_SERVER_ERRORS, Answer, Cancelled, CompletionSession, FusionWeights, Options, Window, answer_key,
+)
 from lsp_server.documents import character_index
 from lsp_server.extensions import SUGGESTION_READY
 from lsp_server.progress import call_soon, settle, settle_from
@@ -244,6 +248,8 @@ class Ticket:
         """``$/cancelRequest`` came for it."""
         self.answered = threading.Event()
         """It was answered early, and its model work goes on growing the suggestion."""
+        self.asked: tuple[Options, FusionWeights | None] | None = None
+        """The options and fusion weights its work is asked with (set once the settings are read)."""
 
     def superseded(self) -> bool:
         """Cancelled, or a newer request for the document came: its answer is not wanted."""
@@ -253,7 +259,7 @@ class Ticket:
         """Whether its model work should stop: its answer is wanted neither by it nor by the cache."""
         cursor, newest = self.cursor, self.requests.newest.get(self.cursor.uri)
         if newest is not cursor:  # a newer request, or the document closed (None)
-            return newest is None or not cursor.typed_on_by(newest)
+            return newest is None or not cursor.typed_on_by(newest) or self.requests.outdated(self.asked)
         if self.answered.is_set() and self.requests.last_cursor.uri != cursor.uri:
             return True  # growing a suggestion in a document the user has left
         return self.stop.is_set() and self.requests.edits.get(cursor.uri, 0) == self.edits
@@ -344,6 +350,7 @@ class Requests:
             return []
         settings = self.settings()  # read after the wait: settings may have changed during the load
         options, fusion = settings.options, settings.fusion_weights
+        ticket.asked = options, fusion
         cached = self.session.cached(cursor.uri, cursor.document, cursor.offset, options, fusion)
         if cached is not None:
             self.counts["from_cache"] += 1
@@ -471,7 +478,8 @@ class Requests:
     def _upgrade(self, cursor: Cursor) -> None:
         """Answer ``cursor`` again from its whole prompt window, on the worker, into the suggestion cache; tell
         the editor when the answer differs from the one shown. Stale once the document's newest request is
-        neither this cursor nor typed on from it."""
+        neither this cursor nor typed on from it, a request comes for another document, or the settings
+        change what an answer is (`outdated`)."""
         settings = self.settings()
         options, fusion = settings.options, settings.fusion_weights
         whole = replace(options, prompt_budget_ms=None)  # with no early answer asked, no word budget either
@@ -479,7 +487,8 @@ class Requests:
 
         def stale() -> bool:
             newest = self.newest.get(cursor.uri)
-            return newest is None or not (newest is cursor or cursor.typed_on_by(newest))
+            return (newest is None or not (newest is cursor or cursor.typed_on_by(newest))
+                    or self.last_cursor.uri != cursor.uri or self.outdated((options, fusion)))
 
         def work() -> None:
             if stale():
@@ -552,7 +561,7 @@ class Requests:
         options, fusion, target = settings.options, settings.fusion_weights, foresight.target
 
         def stale() -> bool:
-            return not foresight.wanted(self.newest.get(target.uri), self.last_cursor)
+            return not foresight.wanted(self.newest.get(target.uri), self.last_cursor) or self.outdated((options, fusion))
 
         def work() -> None:
             if stale():
@@ -605,6 +614,13 @@ class Requests:
                 self.counts["released"] += 1
 
         self.worker.submit(work)
+
+    def outdated(self, asked: tuple[Options, FusionWeights | None] | None) -> bool:
+        """Whether work ``asked`` with these options and fusion weights serves no request any more: the settings
+        changed what an answer is (the mode, fusion; not a time budget), so the suggestion cache would hold
+        it under a key no request asks, and a request that needs the worker must not wait for it."""
+        settings = self.settings()
+        return asked is not None and answer_key(*asked) != answer_key(settings.options, settings.fusion_weights)
 
     def stop_stale_work(self) -> None:
         """Stop the model work on the worker now if what just happened made it stale; otherwise it would

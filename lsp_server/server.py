@@ -85,6 +85,7 @@ class CPCServer(CheckedLanguageServer):
         reload = not settings.engine.loads_same_as(self.settings.engine)
         recount = settings.workspace_max_file_bytes != self.settings.workspace_max_file_bytes
         self.settings = settings
+        self.requests.stop_stale_work()  # work asked under the old settings (`Requests.outdated`)
         if recount:
             self.session.limit_documents(settings.workspace_max_file_bytes)
             for uri in list(self.workspace.text_documents):

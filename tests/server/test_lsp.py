@@ -489,6 +489,36 @@ async def test_a_cold_request_is_answered_from_a_cut_window_then_from_the_whole_
         client.workspace_did_change_configuration(types.DidChangeConfigurationParams(settings={"cpc": SETTINGS}))
 
 
+async def test_work_asked_under_settings_since_changed_gives_the_worker_up(client: LanguageClient):
+    """A mode switched while the whole window of a cut one is still being read (`make demo` does this): that
+    work would be cached under the old mode, which no request asks any more, so it stops, and the request
+    in the new mode has the worker instead of waiting seconds for it. So does that work when the user goes
+    on in another file."""
+    naive = {**SETTINGS, "promptBudgetMs": 1, "mode": "naive"}
+    client.workspace_did_change_configuration(types.DidChangeConfigurationParams(settings={"cpc": naive}))
+    try:
+        for name, this in (("switched", "it"), ("left", "me")):  # texts no other test reads: cold in the KV cache
+            uri, text = f"file:///{name}/textwrap.py", TEXTWRAP.replace("self", this)
+            cursor = text.index(f"        if {this}.width <= 0:") + len(f"        if {this}.wid")
+            line, character = text[:cursor].count("\n"), len(text[:cursor].rpartition("\n")[2])
+            open_document(client, uri, text[:cursor] + "\n" + text[cursor:])
+            start = await status(client)
+            assert (await inline(client, uri, line, character)).items
+            await wait_for_status(client, lambda s: s.cut_short > start.cut_short, "the cut window's answer")
+            if name == "switched":  # the editor switches the mode and asks again here
+                client.workspace_did_change_configuration(
+                    types.DidChangeConfigurationParams(settings={"cpc": {**naive, "mode": "cpc"}}))
+                assert (await inline(client, uri, line, character)).items
+            else:  # the user types in another file
+                open_document(client, "file:///left/other.py", "import os\nos.pa")
+                assert (await inline(client, "file:///left/other.py", 1, 5)) is not None
+            after = await wait_for_status(client, lambda s: s.running == 0 and s.growing == 0, "the worker idle")
+            assert after.upgrade_stopped == start.upgrade_stopped + 1, "the whole window's read stopped, not finished for nobody"
+            client.workspace_did_change_configuration(types.DidChangeConfigurationParams(settings={"cpc": naive}))
+    finally:
+        client.workspace_did_change_configuration(types.DidChangeConfigurationParams(settings={"cpc": SETTINGS}))
+
+
 async def test_a_missing_model_is_reported_and_the_server_keeps_serving(tmp_path):
     config = ClientServerConfig(server_command=[*SERVER, "--model", str(tmp_path / "missing.gguf")])
     client = await config.start()
