@@ -11,7 +11,9 @@ the same port -- each time served again without restarting the editor.
 
 from __future__ import annotations
 
+import asyncio
 import sys
+import time
 
 import pytest
 import pytest_lsp
@@ -84,6 +86,10 @@ def shown(client: LanguageClient, since: int) -> list[types.ShowMessageParams]:
 
 
 async def test_not_started_one_warning_and_empty_answers(client: LanguageClient):
+    # the status may say ready before the event loop has sent the load's warning: wait for it, within a deadline
+    deadline = time.monotonic() + 30
+    while not any(m.type == types.MessageType.Warning for m in client.messages) and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
     warnings = [m for m in client.messages if m.type == types.MessageType.Warning]
     url = f"http://127.0.0.1:{client.port}"
     assert len(warnings) == 1 and f"{url} refused the connection" in warnings[0].message, client.messages
