@@ -1,6 +1,6 @@
 """Speculative drafts measured: what checking k rows costs, how often drafts are kept, and what they save.
 
-    python benchmarks/bench_drafts.py [--model default] [--cases 60] [--only cost|lines] [--threads N] [--busy]
+    python benchmarks/bench_drafts.py [--model default] [--cases 60] [--only cost|lines] [--threads N] [--beside core|model]
                                       [--variants off,cost-aware,...] [--json OUT] [--plot OUT.png]
 
 **Cost** (``--only cost``): one model call with k rows of logits against
@@ -31,7 +31,9 @@ identical to no drafts, model calls, draft tokens checked and kept,
 generation time p50/p95, and how often a draft's first and next tokens
 were kept by match length (`cpc.draft.PRIOR_KEPT` comes from there).
 
-``--busy`` keeps one core busy in another process while measuring, and
+``--beside core`` keeps one core busy in another process while measuring
+(``--beside model``: another llama.cpp process decodes beside it,
+`harness.beside`), and
 ``--threads N`` fixes the model's threads (0: `cpc.threads` chooses, as
 the product does): the latency under load, against the idle figure.
 """
@@ -41,7 +43,6 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -58,6 +59,7 @@ from cpc.engine import Engine  # noqa: E402
 from cpc.generate import MODES, Options, generate, warm  # noqa: E402
 from cpc.lm import greedy_choice  # noqa: E402
 from cpc.model_files import stderr_progress  # noqa: E402
+from harness.beside import LOADS, beside  # noqa: E402
 from harness.bench import quality  # noqa: E402
 from harness.bench.report import pyplot  # noqa: E402
 from harness.bench.sources import expand  # noqa: E402
@@ -211,8 +213,8 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--modes", default=",".join(MODES))
     parser.add_argument("--variants", default=",".join(VARIANTS), help="of " + ", ".join(VARIANTS))
-    parser.add_argument("--busy", action="store_true",
-                        help="keep one core busy in another process while measuring (a build, a test run)")
+    parser.add_argument("--beside", choices=LOADS, default="none",
+                        help="what runs in another process while measuring: a busy core (a build), a model (a test run)")
     parser.add_argument("--prompt-tokens", type=int, default=400)
     parser.add_argument("--repeat", type=int, default=7)
     parser.add_argument("--largest", type=int, default=16)
@@ -222,13 +224,9 @@ def main() -> None:
     parser.add_argument("--plot")
     args = parser.parse_args()
     engine = Engine.load(args.model, threads=args.threads or None, gpu_layers=args.gpu_layers, progress=stderr_progress)
-    result: dict = {"model": engine.vocab.name, "threads": args.threads or "auto", "busy": args.busy}
-    busy = subprocess.Popen([sys.executable, "-c", "while True: pass"]) if args.busy else None
-    try:
+    result: dict = {"model": engine.vocab.name, "threads": args.threads or "auto", "beside": args.beside}
+    with beside(args.beside):
         _run(engine, args, result)
-    finally:
-        if busy is not None:
-            busy.kill()
     if args.json:
         args.json.write_text(json.dumps(result, indent=2))
     if args.plot and "rows" in result:

@@ -1,6 +1,6 @@
 """Latency benchmark of the server: typing real code, keystroke by keystroke.
 
-    python benchmarks/bench_lsp.py [--model default] [--chars 60] [--repeat N] [--json OUT] [--plot OUT.png]
+    python benchmarks/bench_lsp.py [--model default] [--chars 60] [--repeat N] [--beside core|model] [--json OUT] [--plot OUT.png]
 
 A headless editor (`harness.headless`) opens standard-library files with
 a stretch of code removed and types it back, one character at a time, the
@@ -17,6 +17,10 @@ request's time over its replay's, over the requests that did the same work:
 answered by the model on both sides, with the same text (a different text
 took a different number of model calls). The ratio of the two medians is
 reported too (``server_over_bare_p50``).
+
+``--beside core`` keeps one core busy in another process meanwhile (a
+build), ``--beside model`` runs another llama.cpp process beside it (a
+model test: `harness.beside`).
 
 The editor scenario is a person in a real editor, with the server's
 shipping settings (``--set KEY=VALUE`` changes one): open a file of ~2,000
@@ -50,6 +54,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from cpc.session import CompletionSession, EngineSettings  # noqa: E402
+from harness.beside import LOADS, beside  # noqa: E402
 from harness.headless import HeadlessEditor, Request  # noqa: E402
 from lsp_server.settings import Settings  # noqa: E402
 from benchmarks.bench_server import parse_setting  # noqa: E402
@@ -409,11 +414,15 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=1, help="typing runs; the overhead reported is their median")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="a server setting other than its default (camelCase, JSON value), for comparisons")
+    parser.add_argument("--beside", choices=LOADS, default="none",
+                        help="what runs in another process meanwhile: a busy core (a build), a model (a test run)")
     parser.add_argument("--json")
     parser.add_argument("--plot")
     args = parser.parse_args()
-    result = run(args.model, args.chars, (args.only,) if args.only else PARTS, args.threads,
-                 args.repeat, dict(parse_setting(item) for item in args.set))
+    with beside(args.beside):
+        result = run(args.model, args.chars, (args.only,) if args.only else PARTS, args.threads,
+                     args.repeat, dict(parse_setting(item) for item in args.set))
+    result["beside"] = args.beside
     scenario = result.get("editor_scenario", {})
     summary = {k: v for k, v in result.items() if k not in ("per_keystroke", "editor_scenario", "next_line")}
     summary["editor_scenario"] = {k: v for k, v in scenario.items() if k != "per_trial"}

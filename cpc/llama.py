@@ -114,7 +114,7 @@ class LlamaLM(LanguageModel):
         ``backend_greedy`` computes a greedy step's normaliser in the model's
         graph (`cpc.backend_sampling`); by default, when the model's layers
         are on a GPU. ``threads`` fixes the CPU threads; by default every
-        core, or one fewer while another process holds one (`cpc.threads`).
+        core, or fewer while other processes hold cores (`cpc.threads`).
         """
         on_gpu = model.placement is not None and model.placement.offloaded > 0
         n_seq = n_seq or (KV_STREAMS_ON_GPU if on_gpu else KV_STREAMS)
@@ -126,7 +126,7 @@ class LlamaLM(LanguageModel):
         self.states_per_decode = min(states_per_decode or n_seq, n_seq)
         self.n_vocab = model.n_vocab
         self.stats = LMStats()
-        self._tuner = None if threads else ThreadTuner(len(os.sched_getaffinity(0)))
+        self._tuner = None if threads else ThreadTuner(len(os.sched_getaffinity(0)), device=on_gpu)
         self._threads = threads or len(os.sched_getaffinity(0))
         backend_greedy = on_gpu if backend_greedy is None else backend_greedy
         self._ctx = _new_context(model, n_ctx, n_seq, n_batch, self._threads, backend_greedy)
@@ -456,20 +456,21 @@ class LlamaLM(LanguageModel):
     def _decode(self) -> None:
         self.stats.decodes += 1
         rows = self._rows_in_batch
-        # The tuner compares one-token steps that read their logits: a token read without them (the end of a
-        # prompt read ahead) skips the output layer, costs 0.4 of a step, and would pass for an idle machine's
-        # speed that no step reaches again: the tuner would then hold one thread fewer on an idle machine.
+        # The tuner compares the times of one-token steps that read their logits: a token read without them
+        # (the end of a prompt read ahead) skips the output layer, costs 0.4 of a step, and would pass for an
+        # idle machine's speed that no step reaches again: the tuner would then hold one thread fewer on an
+        # idle machine. How long the thread waited for a core it learns from every decode.
         one_step = self._batch.n_tokens == 1 and rows == 1
         if self._tuner is not None:
             self._use_threads(self._tuner.next() if one_step else self._tuner.current)
-        began = time.perf_counter()
+        began, began_cpu = time.perf_counter(), time.thread_time()
         status = llama_cpp.llama_decode(self._ctx, self._batch)
         while status == _DECODE_ABORTED:  # `stop_now`: llama.cpp dropped the batch's positions from the cache
             self.check_interrupt()  # stale work stops here; a stop asked of the work before is no reason
             status = llama_cpp.llama_decode(self._ctx, self._batch)
         elapsed = (time.perf_counter() - began) * 1000
-        if status == 0 and one_step and self._tuner is not None:
-            self._tuner.record(self._threads, elapsed)
+        if status == 0 and self._tuner is not None:
+            self._tuner.record(self._threads, elapsed, (time.thread_time() - began_cpu) * 1000, step=one_step)
         if status == 0 and rows == self._batch.n_tokens and rows <= _TIMED_ROWS:
             # what a check of this many rows costs (`check_cost`): a moving average, as the machine's load moves
             known = self._decode_ms.get(rows)

@@ -4,7 +4,7 @@ the llama-servers the tests start).
 ``CPC_TEST_THREADS=1`` (or 2, 4) runs them with that many threads, to show
 that their tolerances hold whatever the kernels' split of the work; unset,
 the model takes every core. The count is always fixed here: left to
-`cpc.threads`, it would drop to one fewer while the test run loads the
+`cpc.threads`, it would drop to fewer while the test run loads the
 machine, and a decode's numbers depend on its thread count.
 """
 

@@ -79,8 +79,8 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting(
         "threads", "integer", 0,
-        "CPU threads for the model; `0`: every core this process may run on, or one fewer while another process "
-        "holds one (the model's steps slow down then).",
+        "CPU threads for the model; `0`: every core this process may run on, or fewer while other processes hold "
+        "cores (the model's thread waits for a core then).",
         minimum=0, reloads="local",
     ),
     Setting(

@@ -66,8 +66,8 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument("--gpu-layers", type=int, default=0,
                        help="model layers on the GPU (-1: all; a GPU build of llama-cpp-python, docs/gpu.md; default 0)")
     bench.add_argument("--threads", type=int, default=0,
-                       help="the model's CPU threads (default 0: every core, one fewer while another process holds "
-                            "one, as the server; a fixed count gives the same texts whatever the load)")
+                       help="the model's CPU threads (default 0: every core, fewer while other processes hold cores, "
+                            "as the server; a fixed count gives the same texts whatever the load)")
     bench.add_argument("--drafts", choices=("auto", "on", "off"), default="auto",
                        help="speculative drafts (cpc.draft): auto as the product (off: they saved no time), "
                             "on (also on a CPU, to measure them) or off")

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 
+from cpc.engine import Engine
 from cpc.llama import PREFILL_CHUNK, LlamaLM
 from cpc.lm import Cancelled
+from harness.beside import beside
 from harness.threads import MODEL_THREADS
 
 SOURCE = b'def fibonacci(n):\n    """Return the n-th number."""\n    if n < 2:\n        return n\n    return fibonacci(n - 1) + fibonacci(n - 2)\n'
@@ -14,8 +18,6 @@ SOURCE = b'def fibonacci(n):\n    """Return the n-th number."""\n    if n < 2:\n
 
 @pytest.fixture(scope="module")
 def smollm2(request):
-    from cpc.engine import Engine
-
     return Engine.load("smollm2", threads=MODEL_THREADS)
 
 
@@ -293,11 +295,40 @@ def test_the_thread_tuner_times_only_steps_that_read_their_logits(smollm2):
     step reached again, and the tuner held one thread fewer on an idle machine (prompts read 1.8x slower)."""
     tokens, _ = _states(smollm2)
     lm = LlamaLM(smollm2.gguf, smollm2.vocab, n_seq=1, n_ctx=256)  # no fixed count: the tuner chooses
-    timed: list[int] = []
+    steps: list[bool] = []
     record = lm._tuner.record
-    lm._tuner.record = lambda threads, milliseconds: (timed.append(threads), record(threads, milliseconds))
+
+    def recorded(threads: int, milliseconds: float, cpu_milliseconds: float, step: bool = True) -> None:
+        steps.append(step)
+        record(threads, milliseconds, cpu_milliseconds, step)
+
+    lm._tuner.record = recorded
     lm.next_logprobs([tokens[:20]])  # a prompt: many tokens in one decode
     lm.prefill(tokens[:21])  # one token read without its logits
-    assert timed == []
+    assert steps == [False, False], "every decode tells whether the thread waited; only a step is timed"
     lm.next_logprobs([tokens[:22]])  # one step: its token and its logits
-    assert len(timed) == 1
+    assert steps == [False, False, True]
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="one core: the tuner has no thread to give up")
+def test_the_thread_tuner_gives_a_core_up_beside_another_model_from_the_start():
+    """Beside another llama.cpp process with two threads on the same two cores, each process's threads spun at
+    their barriers while the other's held the cores: a step took 2.1 s with two threads, 27 ms with one. The
+    tuner took its first such steps for the idle machine's speed and kept every core. The decoding thread's
+    wait for a core tells it from the first decode."""
+    cores = set(sorted(os.sched_getaffinity(0))[:2])
+    mask = os.sched_getaffinity(0)
+    with beside("model", cores):
+        try:
+            os.sched_setaffinity(0, cores)  # this process's model threads on the same two cores
+            engine = Engine.load("default", n_seq=1, n_ctx=256)  # no fixed count: the tuner chooses
+            tokens, _ = _states(engine)
+            engine.lm.next_logprobs([tokens[:20]])  # a prompt: no one-token step yet, so only the wait can tell
+            after_the_prompt = engine.lm._tuner.current
+            for end in range(21, 29):
+                engine.lm.next_logprobs([tokens[:end]])
+        finally:
+            os.sched_setaffinity(0, mask)
+    assert engine.lm._tuner.cores == 2
+    assert after_the_prompt == 1, "the prompt's read, its thread waiting for a core, left the tuner with both"
+    assert engine.lm._tuner.current == 1, "the tuner went back to both cores beside a model"
