@@ -39,8 +39,9 @@ may do is one small object per request (`Ticket`):
   by the whole window's answer, into the suggestion cache, and the editor
   is told when it differs (`SUGGESTION_READY`): the quick answer comes
   first, the better one replaces it. A key typed through the quick
-  answer is answered from it meanwhile; a key that leaves it stops the
-  read and gets its own answer at once, and the read goes on after it.
+  answer is answered from it meanwhile; a key that leaves it, or types it
+  to its end, stops the read and gets its own answer at once, and the read
+  goes on after it.
 - **The next line foreseen** (``warmCache``). After the model's whole answer
   for a cursor at the end of its line, the worker prepares the suggestion
   for the line after it, as if the user accepted the answer and pressed
@@ -488,12 +489,14 @@ class Requests:
     def _upgrade(self, cursor: Cursor, shown: list[str]) -> None:
         """Answer ``cursor`` again from its whole prompt window, on the worker, into the suggestion cache; tell
         the editor when the answer differs from the one shown (``shown``: the cut window's texts). Stale once
-        the document's newest request is neither this cursor nor typed on from it through one of ``shown``,
-        a request comes for another document, or the settings change what an answer is (`outdated`).
+        the document's newest request is neither this cursor nor typed on from it into one of ``shown``
+        (with more of it left to show), a request comes for another document, or the settings change what
+        an answer is (`outdated`).
 
-        A request typed otherwise is not answered from ``shown`` and would wait for the whole window's read
-        (1-2 s on a long cold file, 8-11 s beside a model test); it gets its own cut window's answer at
-        once instead, and the read goes on after it from the chunks already read (`cpc.llama`)."""
+        A request typed otherwise, or to the end of the suggestion, is not answered from ``shown`` and would
+        wait for the whole window's read (3.5-6.8 s on a long file on a slow day, up to 31 s beside a model
+        test); it gets its own answer at once instead, and the read goes on after it from the chunks already
+        read (`cpc.llama`)."""
         settings = self.settings()
         options, fusion = settings.options, settings.fusion_weights
         whole = replace(options, prompt_budget_ms=None)  # with no early answer asked, no word budget either
@@ -503,9 +506,9 @@ class Requests:
             newest = self.newest.get(cursor.uri)
             if newest is None or self.last_cursor.uri != cursor.uri or self.outdated((options, fusion)):
                 return True
-            typed = cursor.typed_since(newest)
-            return newest is not cursor and not (
-                cursor.typed_on_by(newest) and any(text.startswith(typed) for text in shown))
+            typed = cursor.typed_since(newest)  # what the cache answers it from: a suggestion with more to show
+            return newest is not cursor and not (cursor.typed_on_by(newest) and any(
+                text.startswith(typed) and len(text) > len(typed) for text in shown))
 
         def work() -> None:
             if stale():
