@@ -32,6 +32,15 @@ reports the time from the first key to the first suggestion shown, whether
 that suggestion agrees with the file's own text, and the latency of every
 answered request after it, split into cache and model answers.
 
+The paced part (``--only paced``) types the typing stretches' first lines
+at a person's pace, from the moment each file opens: a key every 150 ms,
+the request still unanswered from the key before cancelled, as in the
+editor scenario (`paced_typing`). It reports the keys that had a
+suggestion on screen before the next key came, and those whose suggestion
+writes the rest of the line as far as it goes. The typing part waits for
+each answer before the next key, so a key that waits seconds costs it
+nothing there; here it costs every key typed meanwhile.
+
 The next-line part (``--only next-line``) accepts a whole-line suggestion
 and presses Enter (`next_line_scenario`): it reports how long the next
 line's suggestion takes to show after the Enter, and whether the suggestion
@@ -316,7 +325,35 @@ def pct(values: list[float], q: float) -> float:
     return round(ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))], 1) if ordered else float("nan")
 
 
-PARTS = ("typing", "scenario", "next-line")
+async def paced_typing(model: str, settings: dict) -> list[dict]:
+    """The typing stretches' first lines typed at a person's pace, from the moment each file opens (in a fresh
+    server: the file is new to the model), a key every `KEY_INTERVAL_S` and the request still unanswered
+    from the key before cancelled (`type_name`). Per key: whether a suggestion was on screen before the next
+    key came, and whether it writes the rest of the line as far as it goes."""
+    trials = []
+    for uri, before, typed, after in stretches(10**6):
+        line = typed.split("\n")[0]
+        async with HeadlessEditor(["--model", model], settings=settings) as editor:
+            await editor.open(uri, before + typed[len(line):] + after, cursor=len(before))
+            trial = await type_name(editor, line)
+        keys = trial["keys"]
+        for row, following in zip(keys, keys[1:] + [None]):
+            row["on_screen"] = bool(row["shown"] and not row["cancelled"] and (
+                following is None or row["answered_s"] <= following["sent_s"]))
+        trials.append(trial | {"uri": uri})
+        print(f"paced: {uri} ({len(line)} keys)", file=sys.stderr, flush=True)
+    return trials
+
+
+def paced_summary(trials: list[dict]) -> dict:
+    keys = [row for trial in trials for row in trial["keys"]]
+    waits = [row["ms"] for row in keys if row["ms"] is not None and not row["cancelled"]]
+    return {"keys": len(keys), "on_screen": sum(row["on_screen"] for row in keys),
+            "on_screen_right": sum(row["on_screen"] and row["right"] for row in keys),
+            "answered_p50_ms": pct(waits, 0.5), "answered_max_ms": max(waits, default=None)}
+
+
+PARTS = ("typing", "scenario", "next-line", "paced")
 
 
 def run(model: str, chars: int, parts: tuple[str, ...] = PARTS, threads: int = 0,
@@ -331,6 +368,9 @@ def run(model: str, chars: int, parts: tuple[str, ...] = PARTS, threads: int = 0
     if "next-line" in parts:
         trials = asyncio.run(next_line_scenario(model, shipped))
         result["next_line"] = next_line_summary(trials) | {"per_trial": trials}
+    if "paced" in parts:
+        trials = asyncio.run(paced_typing(model, shipped))
+        result["paced"] = paced_summary(trials) | {"per_trial": trials}
     if "typing" in parts:
         runs = [typing_stretches(model, chars, {**shipped, "debounceMs": 0}) for _ in range(repeat)]
         overheads = [r["server_overhead"] for r in runs]
@@ -424,8 +464,9 @@ def main() -> int:
                      args.repeat, dict(parse_setting(item) for item in args.set))
     result["beside"] = args.beside
     scenario = result.get("editor_scenario", {})
-    summary = {k: v for k, v in result.items() if k not in ("per_keystroke", "editor_scenario", "next_line")}
+    summary = {k: v for k, v in result.items() if k not in ("per_keystroke", "editor_scenario", "next_line", "paced")}
     summary["editor_scenario"] = {k: v for k, v in scenario.items() if k != "per_trial"}
+    summary["paced"] = {k: v for k, v in result.get("paced", {}).items() if k != "per_trial"}
     summary["next_line"] = {k: v for k, v in result.get("next_line", {}).items() if k != "per_trial"}
     print(json.dumps(summary, indent=2))
     if args.json:
