@@ -16,7 +16,7 @@ compared on the same requests:
   the start of the completion.
 
 Then every mode continues greedily, the ``n`` alternatives batched together,
-streamed through `cpc.detok` and cut by the stop rules (`StopRules`): the end of the line
+streamed through `cpc.detok` and cut by the stop rules (`cpc.stops`): the end of the line
 (single-line), a line indented less than the cursor's line (multi-line), a
 token or time budget, and the text after the cursor (a completion never
 repeats what follows it). Models with fill-in-the-middle tokens get a FIM
@@ -38,10 +38,9 @@ completions are exactly those without fusion.
 from __future__ import annotations
 
 import math
-import re
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -51,6 +50,7 @@ from cpc.detok import Detokenizer
 from cpc.draft import Draft, DraftParameters, Lookup, kept
 from cpc.lm import Cancelled, State, best_allowed, greedy_choice, log_softmax
 from cpc.runs import FollowedRun
+from cpc.stops import FIRST_WORD, StopRules, whole_words
 from cpc.start import FirstToken, Fused, Start, contenders, first_tokens, rank_starts
 from cpc.window import MAX_SUFFIX_TOKENS, fit_window, prompt_window
 
@@ -58,7 +58,7 @@ if TYPE_CHECKING:
     from cpc.engine import Engine
     from cpc.fusion import Fusion, FusionState
 
-__all__ = ["MODES", "Cancelled", "Completion", "Generation", "Options", "StopRules", "generate", "prompt_frame", "warm"]
+__all__ = ["MODES", "Cancelled", "Completion", "Generation", "Options", "generate", "prompt_frame", "warm"]
 
 MODES = ("naive", "heal", "cpc")
 
@@ -160,70 +160,6 @@ class _Stream:
     """How long a match proposed the draft being checked (`cpc.draft.Draft.match`)."""
     plain_next: bool = False
     """A draft's check left its next choice to a plain step (too close a call for a batched row)."""
-
-
-@dataclass(frozen=True)
-class StopRules:
-    """When a completion ends, from what surrounds the cursor.
-
-    A text that goes round in a loop (`_first_round`) ends in the loop's first round, at the end of a
-    word or after a separator (`_clean_end`): a small model that starts repeating itself rarely stops
-    before the token budget, and what it shows meanwhile runs off the screen.
-
-    >>> rules = StopRules.around("def f():\\n    x = ma", ")\\n    return x", multiline=False)
-    >>> rules.cut("max(a, b))\\n"), rules.cut("max(a, b")
-    ('max(a, b', None)
-    >>> rules.cut("ert(this[kUsed] && this[kUsed] && this[kUsed] && this[kUsed] && this[k")
-    'ert(this[kUsed]'
-    """
-
-    multiline: bool
-    indent: int
-    """Width of the cursor line's indentation: a multi-line completion ends before a line indented less."""
-    suffix_line: str
-    """The rest of the cursor's line: never repeated."""
-    suffix_next: str = field(default="")
-    """The next non-blank line after the cursor's: a multi-line completion ends before it."""
-
-    @classmethod
-    def around(cls, prefix: str, suffix: str, *, multiline: bool) -> StopRules:
-        line = prefix.rpartition("\n")[2]
-        suffix_line, _, rest = suffix.partition("\n")
-        following = next((text for text in rest.split("\n") if text.strip()), "")
-        return cls(
-            multiline=multiline,
-            indent=len(line) - len(line.lstrip(" \t")),
-            suffix_line=suffix_line,
-            suffix_next=following.strip(),
-        )
-
-    def cut(self, text: str) -> str | None:
-        """The final completion when ``text`` has reached a stop, else None."""
-        head = self.suffix_line.strip()
-        if head and head in text:
-            return self.trim(text[: text.index(head)])
-        if not self.multiline and "\n" in text:
-            return self.trim(text.partition("\n")[0])
-        lines = text.split("\n")
-        for number, line in enumerate(lines[1:], start=1):
-            complete = number < len(lines) - 1
-            if not line.strip():
-                continue
-            indent = len(line) - len(line.lstrip(" \t"))
-            if (complete or indent < len(line)) and (
-                indent < self.indent or (self.suffix_next and line.strip() == self.suffix_next)
-            ):
-                return self.trim("\n".join(lines[:number]))
-        loop = _first_round(text)
-        return None if loop is None else self.trim(text[: _clean_end(text, *loop)])
-
-    def trim(self, text: str) -> str:
-        """Drop trailing blanks and whatever the text after the cursor already starts with."""
-        text = text.rstrip() if self.multiline else text.rstrip(" \t")
-        for overlap in range(min(len(text), len(self.suffix_line)), 0, -1):
-            if text.endswith(self.suffix_line[:overlap]):
-                return text[:-overlap]
-        return text
 
 
 def generate(
@@ -424,7 +360,7 @@ def _continue(
             now = time.perf_counter()
             if now > deadline:
                 for stream in live:
-                    stream.text = _whole_words(stream.text)
+                    stream.text = whole_words(stream.text)
                     _finish(stream, rules, fusion)
                 return
             if early is not None:
@@ -575,69 +511,6 @@ def _draft(stream: _Stream, options: Options, room: int, engine: Engine) -> Stat
     return tokens
 
 
-LOOP_PERIODS = range(4, 41)
-"""The lengths in characters of a loop's round that `_first_round` looks for. Shorter periods are left alone: a
-row of zeros (``0, 0, 0``), a rule of dashes (``-+-+-+``), an indentation."""
-LOOP_ROUNDS = 4
-"""Rounds a text ends with before it counts as a loop. Of 100,000 lines of the standard library's Python
-and npm's JavaScript, 14 hold four rounds of a period from `LOOP_PERIODS` (UUIDs, ASCII tables); of the
-model's suggestions through the server, 0.5-3.5 % ran in such a loop to the token budget (docs/benchmarks.md)."""
-
-
-def _first_round(text: str) -> tuple[int, int] | None:
-    """Where the loop that ``text`` ends in makes its first round (start, end); None without one.
-
-    A loop: the last `LOOP_ROUNDS` rounds of a period from `LOOP_PERIODS` (its shortest) repeat each other,
-    and a round holds two different characters that are not blanks.
-
-    >>> _first_round("x, false, false, false, false"), _first_round("[0, 0, 0, 0, 0, 0]"), _first_round("ab" * 20)
-    ((1, 8), None, None)
-    """
-    for period in range(1, LOOP_PERIODS.stop):
-        tail = text[-LOOP_ROUNDS * period :]
-        if len(tail) < LOOP_ROUNDS * period:
-            return None
-        if tail[-1] != tail[-1 - period] or tail[period:] != tail[:-period]:
-            continue
-        if period < LOOP_PERIODS.start or len(set(tail[:period].strip())) < 2:
-            return None
-        start = len(text) - len(tail)
-        while start > 0 and text[start - 1] == text[start - 1 + period]:
-            start -= 1
-        return start, start + period
-    return None
-
-
-_CLEAN_END = re.compile(r"[,;)\]}]|\w\b")
-
-
-def _clean_end(text: str, start: int, end: int) -> int:
-    """Where a text that loops from ``start`` is cut: the last end of a word, or of a separator or a closing
-    bracket, in its first round (up to ``end``); without one, before the word the round's end cuts.
-
-    >>> text = 'd", "ab", "cd", "ab", "cd", "ab", "cd", "ab", "c'
-    >>> text[: _clean_end(text, *_first_round(text))]
-    'd", "ab",'
-    """
-    ends = [match.end() for match in _CLEAN_END.finditer(text, start, end + 1) if match.end() <= end]
-    return ends[-1] if ends else len(_whole_words(text[:end]))
-
-
-_FIRST_WORD = re.compile(r"\W*\w+")
-_LAST_WORD = re.compile(r"\w+$")
-
-
-def _whole_words(text: str) -> str:
-    """A text cut short (the time budget, a loop), without the word it may have been in the middle of (its first word
-    stays).
-
-    >>> _whole_words('in(directory, "config_'), _whole_words("in"), _whole_words("in(a, b)")
-    ('in(directory, "', 'in', 'in(a, b)')
-    """
-    first, last = _FIRST_WORD.match(text), _LAST_WORD.search(text)
-    return text[: last.start()] if first and last and last.start() >= first.end() else text
-
-
 @dataclass
 class _EarlyAnswer:
     """A first answer, given once past a deadline: each unfinished text cut after its first whole word."""
@@ -658,7 +531,7 @@ class _EarlyAnswer:
             if stream.done:
                 texts.append(stream.text)
                 continue
-            word = _FIRST_WORD.match(stream.text)
+            word = FIRST_WORD.match(stream.text)
             if word is None or word.end() == len(stream.text):
                 return  # a text whose first word may still grow: a later step answers
             texts.append(self.rules.trim(word.group()))

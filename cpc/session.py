@@ -54,6 +54,7 @@ from cpc.model_files import ModelError, Progress
 from cpc.remote import RemoteMismatch, RemoteOptions, RemoteRefused, RemoteUnavailable, address_problem, is_remote
 from cpc.resident import give_back_free_heap
 from cpc.serving import REMOTE_APIS
+from cpc.stops import replaced_after
 from cpc.window import Window
 
 __all__ = [
@@ -64,6 +65,8 @@ __all__ = [
     "RemoteOptions", "Window",
     # checks of a setting before a load
     "address_problem", "is_remote",
+    # how an answer meets the text after the cursor
+    "replaced_after",
     # the errors a caller catches
     "Cancelled", "ModelError", "MODEL_SERVER_ERRORS", "RemoteMismatch", "RemoteRefused", "RemoteUnavailable",
 ]

@@ -83,6 +83,7 @@ from pygls.workspace import Workspace
 
 from cpc.session import (
     MODEL_SERVER_ERRORS, Answer, Cancelled, CompletionSession, FusionWeights, Options, Window, answer_key,
+    replaced_after,
 )
 from lsp_server.documents import character_index
 from lsp_server.extensions import SUGGESTION_READY
@@ -122,6 +123,17 @@ class Cursor:
     """The part of the identifier before the cursor: suggestions replace it, so they start with it."""
     replace: types.Range
     """From the start of ``word`` to the cursor, in the client's units."""
+
+    def range_for(self, text: str) -> types.Range:
+        """What an answer ``text`` replaces: ``word``, and the closers after the cursor that the text takes in
+        (`cpc.session.replaced_after`: ASCII, one unit each in any of the client's encodings).
+
+        >>> cursor = _example('print("Hi, ', '")')
+        >>> [cursor.range_for(text).end.character for text in ('" + name)', "there")]
+        [13, 11]
+        """
+        end = self.replace.end
+        return types.Range(self.replace.start, types.Position(end.line, end.character + replaced_after(text, self.window.suffix)))
 
     @classmethod
     def at(cls, workspace: Workspace, uri: str, position: types.Position, window_at: WindowAt) -> Cursor:
@@ -192,12 +204,15 @@ class Foresight:
         >>> Foresight.after(_example("    x = ma", "\\r\\nreturn x"), "x(a, b)", Window.at).target.window
         Window(prefix='    x = max(a, b)\\r\\n', suffix='\\r\\nreturn x')
         >>> Foresight.after(_example("f(ma", ")\\n"), "x", Window.at)  # the line goes on: none
+        >>> Foresight.after(_example("def f(a", ")\\nreturn x"), ", b):", Window.at).target.window  # takes in ")"
+        Window(prefix='def f(a, b):\\n', suffix='\\nreturn x')
         """
-        suffix = cursor.window.suffix
+        replaced = replaced_after(text, cursor.window.suffix)
+        suffix = cursor.window.suffix[replaced:]
         line_end = "\r\n" if suffix.startswith("\r\n") else "\n"
         if not text or "\n" in text or not (suffix == "" or suffix.startswith(line_end)):
             return None
-        document = cursor.document[: cursor.offset] + text + line_end + cursor.document[cursor.offset :]
+        document = cursor.document[: cursor.offset] + text + line_end + cursor.document[cursor.offset + replaced :]
         offset = cursor.offset + len(text) + len(line_end)
         return cls(cursor, replace(cursor, document=document, offset=offset, window=window_at(document, offset), word=""))
 
@@ -692,7 +707,9 @@ class Requests:
 
 def _example(prefix: str, suffix: str) -> Cursor:
     """A cursor between ``prefix`` and ``suffix`` of a document, for the examples above."""
-    nowhere = types.Range(types.Position(0, 0), types.Position(0, 0))
-    word = _WORD_BEFORE.search(prefix)
-    return Cursor("file:///a.py", prefix + suffix, len(prefix), Window.at(prefix + suffix, len(prefix)),
-                  word.group() if word else "", nowhere)
+    line, column = prefix.count("\n"), len(prefix) - (prefix.rfind("\n") + 1)  # ASCII examples: a unit a character
+    word = _WORD_BEFORE.search(prefix[len(prefix) - column :])
+    word_text = word.group() if word else ""
+    replaced = types.Range(types.Position(line, column - len(word_text)), types.Position(line, column))
+    return Cursor("file:///a.py", prefix + suffix, len(prefix), Window.at(prefix + suffix, len(prefix)), word_text,
+                  replaced)

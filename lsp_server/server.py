@@ -248,7 +248,7 @@ async def inline_completion(ls: CPCServer, params: types.InlineCompletionParams)
     automatic = params.context.trigger_kind == types.InlineCompletionTriggerKind.Automatic
     texts = await ls.requests.suggest(cursor, may_grow=automatic)
     return types.InlineCompletionList(
-        items=[types.InlineCompletionItem(insert_text=cursor.word + text, range=cursor.replace) for text in texts]
+        items=[types.InlineCompletionItem(insert_text=cursor.word + text, range=cursor.range_for(text)) for text in texts]
     )
 
 
@@ -265,7 +265,7 @@ async def completion(ls: CPCServer, params: types.CompletionParams) -> types.Com
                 sort_text=f"{rank:04d}",
                 filter_text=cursor.word + text,
                 insert_text_format=types.InsertTextFormat.PlainText,
-                text_edit=types.TextEdit(range=cursor.replace, new_text=cursor.word + text),
+                text_edit=types.TextEdit(range=cursor.range_for(text), new_text=cursor.word + text),
             )
             for rank, text in enumerate(texts)
         ],

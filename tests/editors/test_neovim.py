@@ -243,6 +243,10 @@ for _, case in ipairs({
   { 'typed otherwise', '    if self.widx', 16, 12, 15, 'width' },
   { 'deleted since', '    if self.wi', 14, 12, 15, 'width' },
   { 'text after the cursor', '    f(self.wid)', 14, 11, 14, 'width' },
+  { 'closers taken in', '    f(a)', 7, 6, 8, 'a, b):' },
+  { 'closers taken in, typed ahead', '    f(a,)', 8, 6, 8, 'a, b):' },
+  { 'closers taken in, typed past them', '    f(a, )', 9, 6, 8, 'a, b):' },
+  { 'closers not taken in, typed ahead', '    f(a,)', 8, 6, 7, 'a, b' },
 }) do
   local name, line, col, scol, ecol, text = unpack(case)
   vim.api.nvim_buf_set_lines(buf, 0, -1, true, { line, 'next line' })
@@ -277,6 +281,10 @@ def test_accepting_after_typing_ahead_replaces_the_typed_characters(tmp_path):
         "typed otherwise": (False, "    if self.widx", 16),
         "deleted since": (True, "    if self.width", 17),
         "text after the cursor": (True, "    f(self.width)", 16),
+        "closers taken in": (True, "    f(a, b):", 12),
+        "closers taken in, typed ahead": (True, "    f(a, b):", 12),
+        "closers taken in, typed past them": (True, "    f(a, b):", 12),
+        "closers not taken in, typed ahead": (True, "    f(a, b)", 10),
     }
     for name, (applied, line, col) in expected.items():
         got = results[name]

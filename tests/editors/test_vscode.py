@@ -113,6 +113,8 @@ GROWING = (
     "    return os.path.\n"
 )
 """A second file, ending in the middle of ``os.path.``: typing ``jo`` there is answered ``in``, then ``in(...``."""
+MAIN_GUARD = "import sys\n\n\ndef main():\n    return 0\n\n\nif __name__ == \n"
+"""A third file, ending where ``"__ma`` is typed: VS Code closes the quote, and the line's end comes after it."""
 
 
 @dataclass
@@ -246,6 +248,7 @@ def vscode(tmp_path_factory) -> Iterator[VSCode]:
     workspace.mkdir()
     document, original = make_document(workspace)
     (workspace / "paths.py").write_text(GROWING)
+    (workspace / "main_guard.py").write_text(MAIN_GUARD)
     server_log = scratch / "cpc-lsp.log"
     code_server_log = scratch / "code-server.log"
     env = dict(
@@ -454,6 +457,31 @@ def test_the_ghost_text_grows_to_the_whole_line_with_no_key(vscode: VSCode):
     assert all(later.startswith(earlier) for earlier, later in zip(history, history[1:])), (
         f"the ghost text changed what it showed while it grew: {history}")
     assert line == "    return os.path.jo" + history[-1], f"Tab did not accept all of it: {line!r} (ghost {history})"
+    saved = document.read_text().split("\n")
+    assert saved[:index] == original[:index] and saved[index + 1:-1] == original[index + 1:]
+
+
+def test_a_suggestion_takes_in_the_quote_the_editor_closed(vscode: VSCode):
+    """VS Code closes a quote as it is typed (``"__ma"``): the suggestion goes on past it to the line's end, VS Code
+    shows it around the quote, and Tab accepts the whole line with the quote once."""
+    document = vscode.document.parent / "main_guard.py"
+    original = MAIN_GUARD.split("\n")[:-1]
+    index = original.index("if __name__ == ")
+    wait_for_status(vscode, "CPC: ready", SUGGESTION_TIMEOUT_MS / 1000)
+    palette(vscode.page, document.name, row=document.name)
+    vscode.page.locator(".tab", has_text=document.name).wait_for(timeout=30_000)
+    type_at(vscode, index, -1, "")
+    vscode.page.evaluate(WATCH_GHOST_TEXT)
+    vscode.page.keyboard.type('"__ma', delay=80)
+    wait_for_ghost_text(vscode)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:  # the first word may come first; the line's end follows
+        history = [text for text in vscode.page.evaluate("() => window.cpcGhostText") if text]
+        if history and history[-1].endswith(":"):
+            break
+        time.sleep(0.05)
+    line = accept_and_save(vscode, index, document)
+    assert line == 'if __name__ == "__main__":', f"accepted {line!r} (ghost {history})\n{vscode.diagnostics()}"
     saved = document.read_text().split("\n")
     assert saved[:index] == original[:index] and saved[index + 1:-1] == original[index + 1:]
 

@@ -111,12 +111,14 @@ async def inline(client: LanguageClient, uri: str, line: int, character: int,
 
 
 def apply(text: str, item: types.InlineCompletionItem) -> str:
-    """What an editor does when the user accepts ``item``."""
+    """What an editor does when the user accepts ``item``; VS Code shows it as ghost text only when what it
+    replaces is in its text in order (the typed word, and closers it takes in)."""
     lines = text.split("\n")
     start, end = item.range.start, item.range.end
     assert start.line == end.line
     line = lines[start.line]
-    assert line[start.character : end.character] and item.insert_text.startswith(line[start.character : end.character])
+    inserted = iter(item.insert_text)
+    assert line[start.character : end.character] and all(char in inserted for char in line[start.character : end.character])
     lines[start.line] = line[: start.character] + item.insert_text + line[end.character :]
     return "\n".join(lines)
 
@@ -168,6 +170,18 @@ async def test_completion_inside_an_identifier_is_accepted_into_the_document(cli
     assert item.insert_text.startswith("wid")
     accepted = apply(text, item)
     assert accepted.split("\n")[line].startswith("        self.width = width")
+
+
+async def test_a_suggestion_takes_in_the_closers_the_editor_put_after_the_cursor(client: LanguageClient):
+    """An editor closes a quote or a bracket as it is typed: the rest of the line is the model's, and it replaces
+    the closer it holds (before, it stopped at the closer and the line lacked its colon)."""
+    uri = "file:///closers.py"
+    text = 'import sys\n\n\ndef main():\n    return 0\n\n\nif __name__ == "__ma"\n'
+    line, character = 7, len('if __name__ == "__ma')
+    open_document(client, uri, text)
+    item = (await inline(client, uri, line, character)).items[0]
+    assert item.range.end == types.Position(line, character + 1)  # the closing quote
+    assert apply(text, item).split("\n")[line] == 'if __name__ == "__main__":'
 
 
 async def test_typing_the_suggestion_is_answered_from_cache(client: LanguageClient):

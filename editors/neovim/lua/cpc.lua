@@ -58,6 +58,26 @@ local function has_inline_completion()
   return vim.lsp.config ~= nil and vim.lsp.enable ~= nil and vim.lsp.inline_completion ~= nil
 end
 
+--- The rest of a line that only closes brackets and quotes (an editor's auto-closed pairs), perhaps with a colon,
+--- semicolon, comma or brace: the server's `cpc.stops.CLOSERS`.
+local CLOSERS = '^[%)%]}"\'`]+%s*[:;,{]?$'
+
+--- Whether `closers` are in `text` in their order.
+---@param text string
+---@param closers string
+---@return boolean
+local function takes_in(text, closers)
+  local at = 1
+  for i = 1, #closers do
+    local found = text:find(closers:sub(i, i), at, true)
+    if not found then
+      return false
+    end
+    at = found + 1
+  end
+  return true
+end
+
 --- Apply an accepted suggestion (a vim.lsp.inline_completion.Item) the way
 --- Neovim's default accept does (its `range` replaced by its `insertText`, the
 --- cursor put after it), with one difference: characters typed after the
@@ -65,8 +85,9 @@ end
 --- keeps showing the previous suggestion until the next answer arrives (200 ms
 --- debounce + the server's time), and its default accept would keep such
 --- characters in front of the suggestion's tail ("self.widt" + "width" ->
---- "self.widtht"). Returns false, changing nothing, when the characters typed
---- since disagree with the suggestion.
+--- "self.widtht"). Closers after the cursor that the suggestion takes in
+--- (`f(a|)` and `a, b):`) are replaced, typed on or not. Returns false,
+--- changing nothing, when the characters typed since disagree with the suggestion.
 ---@param item vim.lsp.inline_completion.Item
 ---@param bufnr? integer
 ---@return boolean applied
@@ -91,6 +112,14 @@ function M.apply(item, bufnr)
         return false
       end
       ecol = ccol
+    end
+    if crow == erow and srow == erow and ccol >= scol then
+      -- closers after the cursor that the suggestion holds (the server replaces them: cpc.stops) are replaced
+      -- whole, however many characters were typed since the request
+      local after = line:sub(ccol + 1):gsub('%s+$', '')
+      if after:match(CLOSERS) and takes_in(text:sub(ccol - scol + 1), after) then
+        ecol = ccol + #after
+      end
     end
     ecol = math.min(ecol, #line) -- characters deleted since the request
     local lines = vim.split(text, '\n', { plain = true })

@@ -1,0 +1,190 @@
+"""Where a completion ends, and how it meets the text after the cursor.
+
+A completion ends at the end of its line (single-line), before a line
+indented less than the cursor's or the next line after the cursor
+(multi-line), in the first round of a loop it runs into, and never repeats
+what follows the cursor (`StopRules`). When the rest of the cursor's line
+only closes what the line opened (`CLOSERS`: what an editor's auto-closed
+pairs leave after the cursor while a line is typed), a completion may go
+on past them: one that holds them in their order replaces them
+(`replaced_after`), so that ``print("Hello, |")`` can become
+``print("Hello, " + name)`` and ``def f(a|)`` becomes ``def f(a, b):``.
+
+    >>> rules = StopRules.around('    print("Hello, ', '")\\n', multiline=False)
+    >>> text = rules.cut('" + name)\\n'); text, replaced_after(text, '")\\n')
+    ('" + name)', 2)
+    >>> rules.cut('world")\\n'), StopRules.around("f(a", ", c)", multiline=False).cut("a, b, c)\\n")
+    ('world")', 'a, b')
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+CLOSERS = re.compile(r"[)\]}\"'`]+\s*[:;,{]?\s*")
+"""A rest of the line that only closes brackets and quotes the line opened (what an editor's auto-closed pairs
+leave after the cursor), with perhaps a colon, semicolon or comma: a completion may take it in."""
+
+
+def _closers(suffix_line: str) -> str:
+    """The rest of the cursor's line when it is closers only (`CLOSERS`), without its trailing blanks; else ''."""
+    return suffix_line.rstrip() if CLOSERS.fullmatch(suffix_line) else ""
+
+
+def _takes_in(text: str, closers: str) -> bool:
+    """Whether ``closers`` are in ``text`` in their order (a subsequence): the text closes what they close."""
+    rest = iter(text)
+    return all(char in rest for char in closers)
+
+
+def replaced_after(text: str, suffix: str) -> int:
+    """How many characters of ``suffix``, the text after the cursor, a completion ``text`` replaces: the
+    closers that end the cursor's line (`CLOSERS`) when the text takes them in, else none.
+
+    >>> replaced_after('" + name)', '")\\nreturn'), replaced_after("name", '")'), replaced_after("b)", ") + 1")
+    (2, 0, 0)
+    """
+    closers = _closers(suffix.partition("\n")[0].rstrip("\r"))
+    return len(closers) if closers and _takes_in(text, closers) else 0
+
+
+@dataclass(frozen=True)
+class StopRules:
+    """When a completion ends, from what surrounds the cursor.
+
+    A text that goes round in a loop (`_first_round`) ends in the loop's first round, at the end of a
+    word or after a separator (`_clean_end`): a small model that starts repeating itself rarely stops
+    before the token budget, and what it shows meanwhile runs off the screen.
+
+    >>> rules = StopRules.around("def f():\\n    x = ma", "(a, b) + c\\n    return x", multiline=False)
+    >>> rules.cut("max(a, b) + c\\n"), rules.cut("max(a, b")
+    ('max', None)
+    >>> rules.cut("ert(this[kUsed] && this[kUsed] && this[kUsed] && this[kUsed] && this[k")
+    'ert(this[kUsed]'
+    """
+
+    multiline: bool
+    indent: int
+    """Width of the cursor line's indentation: a multi-line completion ends before a line indented less."""
+    suffix_line: str
+    """The rest of the cursor's line: never repeated."""
+    suffix_next: str = field(default="")
+    """The next non-blank line after the cursor's: a multi-line completion ends before it."""
+    closers: str = field(default="")
+    """The rest of the cursor's line when it only closes what the line opened (`CLOSERS`): a completion that
+    takes it in replaces it (`replaced_after`)."""
+
+    @classmethod
+    def around(cls, prefix: str, suffix: str, *, multiline: bool) -> StopRules:
+        line = prefix.rpartition("\n")[2]
+        suffix_line, _, rest = suffix.partition("\n")
+        following = next((text for text in rest.split("\n") if text.strip()), "")
+        return cls(
+            multiline=multiline,
+            indent=len(line) - len(line.lstrip(" \t")),
+            suffix_line=suffix_line,
+            suffix_next=following.strip(),
+            closers=_closers(suffix_line),
+        )
+
+    def cut(self, text: str) -> str | None:
+        """The final completion when ``text`` has reached a stop, else None."""
+        ended = not self.multiline and "\n" in text
+        if ended:
+            text = text.partition("\n")[0]
+        head = self.suffix_line.strip()
+        if head and head in text and not self.closers:
+            return self.trim(text[: text.index(head)])
+        if ended:
+            return self.trim(text)
+        lines = text.split("\n")
+        for number, line in enumerate(lines[1:], start=1):
+            complete = number < len(lines) - 1
+            if not line.strip():
+                continue
+            indent = len(line) - len(line.lstrip(" \t"))
+            if (complete or indent < len(line)) and (
+                indent < self.indent or (self.suffix_next and line.strip() == self.suffix_next)
+            ):
+                return self.trim("\n".join(lines[:number]))
+        loop = _first_round(text)
+        return None if loop is None else self.trim(text[: _clean_end(text, *loop)])
+
+    def trim(self, text: str) -> str:
+        """Drop trailing blanks and whatever the text after the cursor already starts with; with closers after the
+        cursor, keep a text that takes them in whole, and cut any other before their first character."""
+        text = text.rstrip() if self.multiline else text.rstrip(" \t")
+        if self.closers:
+            if _takes_in(text, self.closers):
+                return text
+            # the text closes on its own, otherwise than the closers after the cursor: it ends where they begin
+            text = text.partition(self.closers[0])[0].rstrip(" \t")
+        for overlap in range(min(len(text), len(self.suffix_line)), 0, -1):
+            if text.endswith(self.suffix_line[:overlap]):
+                return text[:-overlap]
+        return text
+
+
+LOOP_PERIODS = range(4, 41)
+"""The lengths in characters of a loop's round that `_first_round` looks for. Shorter periods are left alone: a
+row of zeros (``0, 0, 0``), a rule of dashes (``-+-+-+``), an indentation."""
+LOOP_ROUNDS = 4
+"""Rounds a text ends with before it counts as a loop. Of 100,000 lines of the standard library's Python
+and npm's JavaScript, 14 hold four rounds of a period from `LOOP_PERIODS` (UUIDs, ASCII tables); of the
+model's suggestions through the server, 0.5-3.5 % ran in such a loop to the token budget (docs/benchmarks.md)."""
+
+
+def _first_round(text: str) -> tuple[int, int] | None:
+    """Where the loop that ``text`` ends in makes its first round (start, end); None without one.
+
+    A loop: the last `LOOP_ROUNDS` rounds of a period from `LOOP_PERIODS` (its shortest) repeat each other,
+    and a round holds two different characters that are not blanks.
+
+    >>> _first_round("x, false, false, false, false"), _first_round("[0, 0, 0, 0, 0, 0]"), _first_round("ab" * 20)
+    ((1, 8), None, None)
+    """
+    for period in range(1, LOOP_PERIODS.stop):
+        tail = text[-LOOP_ROUNDS * period :]
+        if len(tail) < LOOP_ROUNDS * period:
+            return None
+        if tail[-1] != tail[-1 - period] or tail[period:] != tail[:-period]:
+            continue
+        if period < LOOP_PERIODS.start or len(set(tail[:period].strip())) < 2:
+            return None
+        start = len(text) - len(tail)
+        while start > 0 and text[start - 1] == text[start - 1 + period]:
+            start -= 1
+        return start, start + period
+    return None
+
+
+_CLEAN_END = re.compile(r"[,;)\]}]|\w\b")
+
+
+def _clean_end(text: str, start: int, end: int) -> int:
+    """Where a text that loops from ``start`` is cut: the last end of a word, or of a separator or a closing
+    bracket, in its first round (up to ``end``); without one, before the word the round's end cuts.
+
+    >>> text = 'd", "ab", "cd", "ab", "cd", "ab", "cd", "ab", "c'
+    >>> text[: _clean_end(text, *_first_round(text))]
+    'd", "ab",'
+    """
+    ends = [match.end() for match in _CLEAN_END.finditer(text, start, end + 1) if match.end() <= end]
+    return ends[-1] if ends else len(whole_words(text[:end]))
+
+
+FIRST_WORD = re.compile(r"\W*\w+")
+"""A text's first word, with what comes before it."""
+_LAST_WORD = re.compile(r"\w+$")
+
+
+def whole_words(text: str) -> str:
+    """A text cut short (the time budget, a loop), without the word it may have been in the middle of (its first word
+    stays).
+
+    >>> whole_words('in(directory, "config_'), whole_words("in"), whole_words("in(a, b)")
+    ('in(directory, "', 'in', 'in(a, b)')
+    """
+    first, last = FIRST_WORD.match(text), _LAST_WORD.search(text)
+    return text[: last.start()] if first and last and last.start() >= first.end() else text

@@ -1,0 +1,75 @@
+"""Where a completion ends, and how it meets the text after the cursor (`cpc.stops`): pure rules, no model."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from cpc.stops import StopRules, replaced_after
+from tests.support.strategies import code_text, examples
+
+
+def test_stop_rules():
+    single = StopRules.around("x = f(a", ", c)\n", multiline=False)
+    assert single.cut("bc") is None
+    assert single.cut("bc\nmore") == "bc"
+    assert single.cut("bc, c) + 1") == "bc"  # stops where the text after the cursor begins
+    assert single.trim("bc, ") == "bc"  # the start of the text after the cursor is not repeated
+    multi = StopRules.around("def f():\n    if x:\n        re", "", multiline=True)
+    assert multi.indent == 8
+    assert multi.cut("turn 1\n        y = 2\n") is None
+    assert multi.cut("turn 1\n    else:\n") == "turn 1"
+    assert multi.cut("turn 1\n\n\ndef g") == "turn 1"
+    following = StopRules.around("def f():\n    x = ", "\n    return x\n", multiline=True)
+    assert following.cut("1\n    return x") == "1"
+
+
+def test_a_text_that_loops_ends_in_its_first_round():
+    single = StopRules.around("assert(", "", multiline=False)
+    assert single.cut("this[kUsed] && this[kUsed] && this[kUsed] && this[kUsed] && this[kU") == "this[kUsed]"
+    assert single.cut("logprefix, false, false, false, false") == "logprefix, false"
+    assert single.cut("ft.left.left.left.left.left") == "ft"  # no clean end in the round: its first word
+    assert single.cut("this[kUsed] && this[kUsed] && this[kUsed] && this[k") is None  # three rounds: not yet
+    for text in ("[0, 0, 0, 0, 0, 0, 0, 0, 0, 0]", "# -+-+-+-+-+-+-+-+-+-+", "'=' * 40  # " + "=" * 40,
+                 "# +-------+-------+-------+", "x" + " " * 40):
+        assert single.cut(text) is None, text  # short periods, rules, blanks, three rounds of a table
+    multi = StopRules.around("def f():\n    ", "", multiline=True)
+    assert multi.cut("a = 1\n    b = 2\n    b = 2\n    b = 2\n    b = 2") == "a = 1\n    b = 2"
+
+
+@pytest.mark.parametrize("prefix, suffix, model_line, shown, replaced", [
+    ('print("Hello, ', '")', '" + name)', '" + name)', 2),  # takes in the quote and the bracket: replaces them
+    ("def f(a", ")", ", b):", ", b):", 1),  # goes on past the bracket to the line's end
+    ("x = g(", ")", ").strip()", ").strip()", 1),
+    ("if len(s", ")", ") > 0:", ") > 0:", 1),
+    ("d['ke", "']", "y'] = 1", "y'] = 1", 2),
+    ("f(a", ")", "a, b", "a, b", 0),  # never reaches the bracket: inserted before it
+    ('print("Hello, ', '")', 'world" + x', "world", 0),  # the quote without the bracket: cut before the quote
+    ("f(a", ", c)", ", b, c) + 1", ", b", 0),  # not closers only: stops where the text after the cursor begins
+])
+def test_a_completion_takes_in_the_closers_after_the_cursor(prefix, suffix, model_line, shown, replaced):
+    """An editor's auto-closed pairs leave closers after the cursor while a line is typed; a completion that
+    holds them in their order replaces them, and the line once accepted is the model's line."""
+    rules = StopRules.around(prefix, suffix + "\n", multiline=False)
+    text = rules.cut(model_line + "\n")
+    assert (text, replaced_after(text, suffix + "\n")) == (shown, replaced)
+
+
+CLOSER_TEXT = st.text(alphabet=")]}\"'`:;,{ ", min_size=1, max_size=6)
+
+
+@settings(max_examples=examples(200), deadline=None)
+@given(model_line=code_text, suffix=CLOSER_TEXT)
+def test_an_accepted_completion_never_repeats_the_closers_after_it(model_line, suffix):
+    """Property: the line once accepted holds the closers after the cursor once: either the completion takes
+    them in and replaces them, or it ends before their first character."""
+    rules = StopRules.around("x = f(", suffix + "\nnext", multiline=False)
+    text = rules.cut(model_line.replace("\r", "") + "\n")
+    replaced = replaced_after(text, suffix + "\nnext")
+    closers = suffix.rstrip()
+    assert "\n" not in text
+    if replaced:
+        assert replaced == len(closers) and rules.closers == closers
+    elif rules.closers:
+        assert closers[0] not in text  # ends before the closers' first character: nothing of them repeated
