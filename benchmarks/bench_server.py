@@ -17,8 +17,11 @@ the file opens), types that character (``didChange``) and asks for inline
 completions at once,
 then follows the server's ``cpc/suggestionReady`` notifications by asking
 again, as the editors do. What the editor shows at a moment is the first
-item of the last answer received by then. Each document is closed after
-its cursor, so fusion reads one open document, as in a small project.
+item of the last answer received by then, read as the rest of the line
+once it is accepted (with ``--cursors closers`` the document holds an
+editor's auto-closed pairs after the cursor, and a suggestion may replace
+them). Each document is closed after its cursor, so fusion reads one open
+document, as in a small project.
 
 At each moment, over the cursors: ``word_exact`` (the shown text finishes
 the identifier), ``line_exact`` (it is the rest of the line),
@@ -47,7 +50,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from cpc.engine import Engine  # noqa: E402
 from cpc.generate import Options  # noqa: E402
-from cpc.session import CompletionSession, EngineSettings  # noqa: E402
+from cpc.session import CompletionSession, EngineSettings, replaced_after  # noqa: E402
+from harness.bench.closers import draw_closers_cases  # noqa: E402
 from harness.bench.functions import draw_function_cases  # noqa: E402
 from harness.bench.sources import expand  # noqa: E402
 from harness.bench.quality import Case, draw_cases, line_exact, shorten, word_exact  # noqa: E402
@@ -109,10 +113,10 @@ async def through_server(model: str, cases: list[Case], modes: list[str], settin
             timelines[mode] = []
             started = time.perf_counter()
             for number, case in enumerate(cases):
-                await open_and_pause(editor, f"file:///bench/{mode}/{number}/{Path(case.file).name}", case.prefix[:-1],
-                                     pause)
+                await open_and_pause(editor, f"file:///bench/{mode}/{number}/{Path(case.file).name}",
+                                     case.prefix[:-1] + case.suffix, pause, cursor=len(case.prefix) - 1)
                 editor.type(case.prefix[-1])
-                timelines[mode].append(await editor.suggest_over_time(horizon_s))
+                timelines[mode].append(await editor.suggest_over_time(horizon_s, accepted=True))
                 editor.close()
                 if (number + 1) % 20 == 0 or number + 1 == len(cases):
                     print(f"server, {mode}: {number + 1}/{len(cases)} cursors ({time.perf_counter() - started:.0f} s)",
@@ -123,11 +127,12 @@ async def through_server(model: str, cases: list[Case], modes: list[str], settin
     return timelines, {"settings": _plain(status.settings), **{name: getattr(status, name, None) for name in counts}}
 
 
-async def open_and_pause(editor: HeadlessEditor, uri: str, text: str, pause: str) -> None:
-    """Open a document, then wait: ``read``, until the server has read it ahead (what it does for a file open
-    a few seconds, at most `READ_AHEAD_LIMIT_S`), or a number of milliseconds (``0``: the key comes at once)."""
+async def open_and_pause(editor: HeadlessEditor, uri: str, text: str, pause: str, cursor: int | None = None) -> None:
+    """Open a document (the cursor at ``cursor``; None: its end), then wait: ``read``, until the server has read it
+    ahead (what it does for a file open a few seconds, at most `READ_AHEAD_LIMIT_S`), or a number of milliseconds
+    (``0``: the key comes at once)."""
     before = (await editor.status()).warmed if pause == "read" else 0
-    await editor.open(uri, text)
+    await editor.open(uri, text, cursor)
     if pause != "read":
         await asyncio.sleep(float(pause) / 1000)
         return
@@ -149,7 +154,8 @@ def engine_options(settings: Settings) -> Options:
 
 
 def through_engine(session: CompletionSession, cases: list[Case], modes: list[str], settings: Settings) -> dict:
-    """The same cursors in process, with the same defaults and no time budget: per mode, (text, ms) per case.
+    """The same cursors in process, with the same defaults and no time budget: per mode, (the rest of the line once
+    the first text is accepted, ms) per case.
 
     Each cursor starts cold; its modes run one after the other, so the later ones find its prompt in the KV
     cache (the texts do not depend on time; ``ms`` is the first mode's cold request, the others' warm one)."""
@@ -159,10 +165,14 @@ def through_engine(session: CompletionSession, cases: list[Case], modes: list[st
         session.clear()  # a cold cursor: nothing of the last one is cached
         for mode in modes:
             uri = f"file:///engine/{mode}/{number}/{Path(case.file).name}"
-            session.update_document(uri, case.prefix)
-            answer = session.complete(uri, case.prefix, None, replace(options, mode=mode), fusion=settings.fusion_weights)
+            document = case.prefix + case.suffix
+            session.update_document(uri, document)
+            answer = session.complete(uri, document, len(case.prefix), replace(options, mode=mode),
+                                      fusion=settings.fusion_weights)
             session.close_document(uri)
-            results[mode].append((answer.completions[0] if answer.completions else "", answer.engine_ms))
+            text = answer.completions[0] if answer.completions else ""
+            left = case.suffix.partition("\n")[0][replaced_after(text, case.suffix):] if text else ""
+            results[mode].append((text + left, answer.engine_ms))
         if (number + 1) % 20 == 0 or number + 1 == len(cases):
             print(f"engine: {number + 1}/{len(cases)} cursors", file=sys.stderr, flush=True)
     return results
@@ -211,10 +221,12 @@ def run(model: str, files: str, cases: int, seed: int, prompt: str, modes: list[
 def development_cases(engine: Engine, files: str, cases: int, seed: int, prompt: str,
                       cursors: str = "identifiers") -> list[Case]:
     """The cursors, drawn as `python -m harness.bench` draws them (the same for the same arguments); ``functions``: cold
-    single-function documents (`harness.bench.functions`), whatever ``prompt`` says."""
+    single-function documents (`harness.bench.functions`), whatever ``prompt`` says; ``closers``: lines being typed
+    with an editor's closers after the cursor (`harness.bench.closers`)."""
+    paths = [path for glob in files.split(",") for path in expand(glob)]
     if cursors == "functions":
-        return draw_function_cases(engine, [path for glob in files.split(",") for path in expand(glob)], cases, seed)
-    drawn = draw_cases(engine, expand(files), cases, seed)
+        return draw_function_cases(engine, paths, cases, seed)
+    drawn = (draw_closers_cases if cursors == "closers" else draw_cases)(engine, paths, cases, seed)
     if prompt == "short":
         drawn = [replace(case, prefix=shorten(engine.tokenizer, case.prefix)) for case in drawn]
     return drawn
@@ -345,10 +357,11 @@ def main() -> int:
     parser.add_argument("--cases", type=int, default=200)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--prompt", choices=("long", "short"), default="long")
-    parser.add_argument("--cursors", choices=("identifiers", "functions"), default="identifiers",
+    parser.add_argument("--cursors", choices=("identifiers", "functions", "closers"), default="identifiers",
                         help="identifiers: inside identifiers of whole files (the development sets); functions: cold "
                              "single-function documents cut at any character of a body line (harness.bench.functions); "
-                             "--files takes comma-separated globs")
+                             "closers: lines being typed, an editor's auto-closed pairs after the cursor "
+                             "(harness.bench.closers); --files takes comma-separated globs")
     parser.add_argument("--until-ms", type=int, choices=MOMENTS_MS, default=MOMENTS_MS[-1],
                         help="follow each cursor's suggestion this long (the later moments are left out)")
     parser.add_argument("--modes", default="cpc,heal,naive")

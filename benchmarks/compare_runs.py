@@ -67,25 +67,41 @@ def compare(before: list[dict], after: list[dict]) -> dict:
 
 
 def plot(before: list[dict], after: list[dict], path: str, labels: tuple[str, str] = ("before", "after")) -> None:
-    """The share of cursors whose whole line is on screen against the time after the key, before and after."""
+    """Per mode, before and after: the share of cursors whose whole line is on screen against the time after the
+    key (above), and line exact on screen at each moment (below)."""
     from harness.bench.report import pyplot
 
     plt = pyplot()
     modes = list(before[0]["server"])
-    fig, axes = plt.subplots(1, len(modes), figsize=(5.5 * len(modes), 4), sharey=True, squeeze=False)
-    for axis, mode in zip(axes[0], modes):
+    fig, axes = plt.subplots(2, len(modes), figsize=(5.5 * len(modes), 7), squeeze=False)
+    for column, mode in enumerate(modes):
+        arrived, exact = axes[0][column], axes[1][column]
         for runs, label, color in ((before, labels[0], "#999999"), (after, labels[1], "#4c72b0")):
             for number, run in enumerate(runs):
                 times = sorted(arrivals(run, mode))
-                axis.step(times, [100 * (k + 1) / len(times) for k in range(len(times))], where="post",
-                          color=color, lw=1.5 if number == 0 else 0.8, label=label if number == 0 else None)
-        axis.axvline(250, color="#cccccc", ls=":", lw=1)
-        axis.set_xlim(0, 600)
-        axis.set_xlabel("ms after the key")
-        axis.set_title(f"{mode}: the whole line has arrived")
-        axis.legend(loc="lower right")
+                width, name = (1.5, label) if number == 0 else (0.8, None)
+                arrived.step(times, [100 * (k + 1) / len(times) for k in range(len(times))], where="post",
+                             color=color, lw=width, label=name)
+                moments = run["moments_ms"]
+                exact.plot(moments, [100 * run["server"][mode][f"{ms}ms"]["line_exact"] for ms in moments],
+                           marker="o", color=color, lw=width, label=name)
+        arrived.axvline(250, color="#cccccc", ls=":", lw=1)
+        arrived.set_xlim(0, 600)
+        arrived.set_xlabel("ms after the key")
+        arrived.set_title(f"{mode}: the whole line has arrived")
+        exact.set_xscale("log")
+        exact.minorticks_off()
+        exact.set_xticks(before[0]["moments_ms"], [str(ms) for ms in before[0]["moments_ms"]])
+        exact.set_ylim(bottom=0)
+        exact.set_xlabel("ms after the key")
+        exact.set_title(f"{mode}: line exact on screen")
+        for axis in (arrived, exact):
+            axis.legend(loc="lower right")
     axes[0][0].set_ylabel("% of cursors")
-    fig.suptitle(f"{before[0]['cases']} cursors of {Path(before[0]['files']).name}, through cpc-lsp", fontsize=10)
+    axes[1][0].set_ylabel("% of cursors")
+    files = ", ".join(Path(pattern).name for pattern in before[0]["files"].split(","))
+    fig.suptitle(f"{before[0]['cases']} cursors ({before[0].get('cursors', 'identifiers')}) of {files}, through cpc-lsp",
+                 fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
 

@@ -233,14 +233,25 @@ class HeadlessEditor:
         replaced = self.cursor - self.offset(item.range.start)
         return item.insert_text[replaced:]
 
-    async def suggest_over_time(self, horizon_s: float = 2.0) -> list[tuple[float, str]]:
+    def accepted_rest(self, result: types.InlineCompletionList | None) -> str:
+        """What the cursor's line holds after the cursor once the answer's first item is accepted: its text past
+        the typed part, then what is left of the line after its range (closers it took in are gone); '' when
+        there is nothing to accept."""
+        if not result or not result.items:
+            return ""
+        line_end = self.text.find("\n", self.cursor)
+        line_end = len(self.text) if line_end < 0 else line_end
+        return self.shown_text(result) + self.text[self.offset(result.items[0].range.end) : line_end]
+
+    async def suggest_over_time(self, horizon_s: float = 2.0, accepted: bool = False) -> list[tuple[float, str]]:
         """Ask for a suggestion at the cursor, then follow it as the editors do: each ``cpc/suggestionReady``
         for this document, version and cursor asks again, and the answer replaces what is shown.
 
-        Returns ``(seconds after the request, text shown after the cursor)`` per answer, until
-        ``horizon_s`` or until the server has nothing more coming for it (no request running, no
-        suggestion growing), whichever is first.
+        Returns ``(seconds after the request, text shown after the cursor)`` per answer (with ``accepted``:
+        the rest of the line once it is accepted, `accepted_rest`), until ``horizon_s`` or until the server
+        has nothing more coming for it (no request running, no suggestion growing), whichever is first.
         """
+        read = self.accepted_rest if accepted else self.shown_text
         self._grown.clear()
         self._grown_event.clear()
         started = time.perf_counter()
@@ -256,7 +267,7 @@ class HeadlessEditor:
             for request in [r for r in pending if r.answer.done()]:
                 pending.remove(request)
                 answer = None if request.answer.exception() else request.answer.result()
-                shown.append((request.answered - started, self.shown_text(answer)))
+                shown.append((request.answered - started, read(answer)))
             for note in self._grown:
                 if note.uri == self.uri and note.version == self.version and (
                         note.position.line, note.position.character) == (here.line, here.character):

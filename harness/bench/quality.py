@@ -64,6 +64,9 @@ class Case:
     kind: str
     document: str = field(default="", repr=False)
     """The file up to the cursor's line: what fusion may read of the open document."""
+    suffix: str = ""
+    """The text after the cursor in the editor: the closers its auto-closed pairs hold (`harness.bench.closers`);
+    ``line_rest`` is then what the line holds after the cursor once a suggestion is accepted."""
 
 
 
