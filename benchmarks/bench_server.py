@@ -54,7 +54,7 @@ from cpc.session import CompletionSession, EngineSettings, replaced_after  # noq
 from harness.bench.closers import draw_closers_cases  # noqa: E402
 from harness.bench.functions import draw_function_cases  # noqa: E402
 from harness.bench.sources import expand  # noqa: E402
-from harness.bench.quality import Case, draw_cases, line_exact, shorten, word_exact  # noqa: E402
+from harness.bench.quality import Case, draw_cases, in_its_line, line_exact, shorten, word_exact  # noqa: E402
 from harness.headless import HeadlessEditor  # noqa: E402
 from lsp_server.settings import Settings  # noqa: E402
 
@@ -222,11 +222,14 @@ def development_cases(engine: Engine, files: str, cases: int, seed: int, prompt:
                       cursors: str = "identifiers") -> list[Case]:
     """The cursors, drawn as `python -m harness.bench` draws them (the same for the same arguments); ``functions``: cold
     single-function documents (`harness.bench.functions`), whatever ``prompt`` says; ``closers``: lines being typed
-    with an editor's closers after the cursor (`harness.bench.closers`)."""
+    with an editor's closers after the cursor (`harness.bench.closers`); ``words``: the identifiers' cursors with
+    the rest of their line after the word (`harness.bench.quality.in_its_line`)."""
     paths = [path for glob in files.split(",") for path in expand(glob)]
     if cursors == "functions":
         return draw_function_cases(engine, paths, cases, seed)
     drawn = (draw_closers_cases if cursors == "closers" else draw_cases)(engine, paths, cases, seed)
+    if cursors == "words":
+        drawn = [in_its_line(case) for case in drawn]
     if prompt == "short":
         drawn = [replace(case, prefix=shorten(engine.tokenizer, case.prefix)) for case in drawn]
     return drawn
@@ -357,11 +360,12 @@ def main() -> int:
     parser.add_argument("--cases", type=int, default=200)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--prompt", choices=("long", "short"), default="long")
-    parser.add_argument("--cursors", choices=("identifiers", "functions", "closers"), default="identifiers",
+    parser.add_argument("--cursors", choices=("identifiers", "functions", "closers", "words"), default="identifiers",
                         help="identifiers: inside identifiers of whole files (the development sets); functions: cold "
                              "single-function documents cut at any character of a body line (harness.bench.functions); "
                              "closers: lines being typed, an editor's auto-closed pairs after the cursor "
-                             "(harness.bench.closers); --files takes comma-separated globs")
+                             "(harness.bench.closers); words: the identifiers' cursors with the rest of their line "
+                             "after the word, a word retyped in an existing line; --files takes comma-separated globs")
     parser.add_argument("--until-ms", type=int, choices=MOMENTS_MS, default=MOMENTS_MS[-1],
                         help="follow each cursor's suggestion this long (the later moments are left out)")
     parser.add_argument("--modes", default="cpc,heal,naive")

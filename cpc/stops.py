@@ -49,6 +49,23 @@ def replaced_after(text: str, suffix: str) -> int:
     return len(closers) if closers and _takes_in(text, closers) else 0
 
 
+_SYMBOL = re.compile(r"[^\w\s]")
+
+
+def _before_symbol(text: str, symbol: str) -> str:
+    """``text`` up to its first ``symbol`` outside the brackets it opens itself (all of it without one).
+
+    >>> _before_symbol("g(a, b), d", ","), _before_symbol("x) + 1", ")"), _before_symbol("name", "(")
+    ('g(a, b)', 'x', 'name')
+    """
+    depth = 0
+    for at, char in enumerate(text):
+        if char == symbol and depth <= 0:
+            return text[:at]
+        depth += (char in "([{") - (char in ")]}")
+    return text
+
+
 @dataclass(frozen=True)
 class StopRules:
     """When a completion ends, from what surrounds the cursor.
@@ -60,7 +77,8 @@ class StopRules:
     >>> rules = StopRules.around("def f():\\n    x = ma", "(a, b) + c\\n    return x", multiline=False)
     >>> rules.cut("max(a, b) + c\\n"), rules.cut("max(a, b")
     ('max', None)
-    >>> rules.cut("ert(this[kUsed] && this[kUsed] && this[kUsed] && this[kUsed] && this[k")
+    >>> StopRules.around("    ass", "", multiline=False).cut(
+    ...     "ert(this[kUsed] && this[kUsed] && this[kUsed] && this[kUsed] && this[k")
     'ert(this[kUsed]'
     """
 
@@ -95,7 +113,7 @@ class StopRules:
             text = text.partition("\n")[0]
         head = self.suffix_line.strip()
         if head and head in text and not self.closers:
-            return self.trim(text[: text.index(head)])
+            return self.trim(text[: text.index(head)], meets=True)
         if ended:
             return self.trim(text)
         lines = text.split("\n")
@@ -111,15 +129,25 @@ class StopRules:
         loop = _first_round(text)
         return None if loop is None else self.trim(text[: _clean_end(text, *loop)])
 
-    def trim(self, text: str) -> str:
-        """Drop trailing blanks and whatever the text after the cursor already starts with; with closers after the
-        cursor, keep a text that takes them in whole, and cut any other before their first character."""
+    def trim(self, text: str, meets: bool = False) -> str:
+        """Drop trailing blanks and whatever the text after the cursor already starts with. With closers after the
+        cursor, keep a text that takes them in whole, and cut any other before their first character; with other
+        text after the cursor that starts with a symbol, a text that does not meet it (``meets``: it ends where
+        that text begins) ends before that symbol's first use at its own bracket depth.
+
+        >>> StopRules.around("os.listd", "(path)", multiline=False).trim('ir("data", x)')
+        'ir'
+        """
         text = text.rstrip() if self.multiline else text.rstrip(" \t")
         if self.closers:
             if _takes_in(text, self.closers):
                 return text
             # the text closes on its own, otherwise than the closers after the cursor: it ends where they begin
             text = text.partition(self.closers[0])[0].rstrip(" \t")
+        elif not meets and _SYMBOL.match(self.suffix_line):
+            # the model never saw the text after the cursor: what it wrote past that text's first symbol is
+            # another line than the one the user is editing
+            text = _before_symbol(text, self.suffix_line[0]).rstrip(" \t")
         for overlap in range(min(len(text), len(self.suffix_line)), 0, -1):
             if text.endswith(self.suffix_line[:overlap]):
                 return text[:-overlap]

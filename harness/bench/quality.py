@@ -101,6 +101,16 @@ def draw_cases(engine: Engine, files: list[Path], count: int, seed: int) -> list
     raise ValueError(f"found only {len(cases)} of {count} cases: use more files")
 
 
+def in_its_line(case: Case) -> Case:
+    """The same cursor with the rest of its line after the identifier still after it: a word retyped inside an
+    existing line (``f(sel|, x)``), where only the rest of the word is missing.
+
+    >>> in_its_line(Case("f.py", "f(sel", "f", "f, x)", "inside")).suffix
+    ', x)'
+    """
+    return replace(case, suffix=case.line_rest[len(case.word_rest):])
+
+
 def around_cursor(source: str, cursor: int, word_end: int) -> tuple[str, str, str]:
     """What a case holds of ``source`` with the cursor at ``cursor`` inside a word ending at ``word_end``:
     the text before the cursor (at most `CONTEXT_CHARS`), the rest of the word, and the rest of the line

@@ -47,10 +47,15 @@ def test_a_text_that_loops_ends_in_its_first_round():
     ("f(a", ")", "a, b", "a, b", 0),  # never reaches the bracket: inserted before it
     ('print("Hello, ', '")', 'world" + x', "world", 0),  # the quote without the bracket: cut before the quote
     ("f(a", ", c)", ", b, c) + 1", ", b", 0),  # not closers only: stops where the text after the cursor begins
+    ("files = os.listd", "(path)", 'ir("data")', "ir", 0),  # never meets it: ends before its first symbol
+    ("config = {'", "': True,", "user': 'root',", "user", 0),
+    ("f(", ", c)", "g(a, b), d)", "g(a, b)", 0),  # the symbol outside the brackets the text opens
+    ("x = ", "foo(1)", "bar(2)", "bar(2)", 0),  # a word after the cursor: left as the model wrote it
 ])
 def test_a_completion_takes_in_the_closers_after_the_cursor(prefix, suffix, model_line, shown, replaced):
     """An editor's auto-closed pairs leave closers after the cursor while a line is typed; a completion that
-    holds them in their order replaces them, and the line once accepted is the model's line."""
+    holds them in their order replaces them, and the line once accepted is the model's line. Before other text
+    after the cursor a completion ends where it meets it, or before its first symbol."""
     rules = StopRules.around(prefix, suffix + "\n", multiline=False)
     text = rules.cut(model_line + "\n")
     assert (text, replaced_after(text, suffix + "\n")) == (shown, replaced)
@@ -73,3 +78,20 @@ def test_an_accepted_completion_never_repeats_the_closers_after_it(model_line, s
         assert replaced == len(closers) and rules.closers == closers
     elif rules.closers:
         assert closers[0] not in text  # ends before the closers' first character: nothing of them repeated
+
+
+@settings(max_examples=examples(200), deadline=None)
+@given(model_line=code_text, symbol=st.sampled_from("(.,=+'\"[:"), rest=code_text)
+def test_a_completion_that_never_meets_the_text_after_the_cursor_ends_before_its_symbol(model_line, symbol, rest):
+    """Property: before text that starts with a symbol (and is not closers only), a completion that does not end
+    where that text begins holds no such symbol outside the brackets it opens."""
+    suffix = symbol + rest.replace("\r", "").partition("\n")[0]
+    line = model_line.replace("\r", "").partition("\n")[0]
+    rules = StopRules.around("x = f", suffix + "\nnext", multiline=False)
+    text = rules.cut(line + "\n")
+    if rules.closers or suffix.strip() in line:
+        return
+    depth = 0
+    for char in text:
+        assert not (char == symbol and depth <= 0), (text, suffix)
+        depth += (char in "([{") - (char in ")]}")
