@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from functools import cached_property
 
 CLOSERS = re.compile(r"[)\]}\"'`]+\s*[:;,{]?\s*")
 """A rest of the line that only closes brackets and quotes the line opened (what an editor's auto-closed pairs
@@ -89,9 +90,12 @@ class StopRules:
     """The rest of the cursor's line: never repeated."""
     suffix_next: str = field(default="")
     """The next non-blank line after the cursor's: a multi-line completion ends before it."""
-    closers: str = field(default="")
-    """The rest of the cursor's line when it only closes what the line opened (`CLOSERS`): a completion that
-    takes it in replaces it (`replaced_after`)."""
+
+    @cached_property
+    def closers(self) -> str:
+        """The rest of the cursor's line when it only closes what the line opened (`CLOSERS`): a completion that
+        takes it in replaces it (`replaced_after`)."""
+        return _closers(self.suffix_line)
 
     @classmethod
     def around(cls, prefix: str, suffix: str, *, multiline: bool) -> StopRules:
@@ -103,7 +107,6 @@ class StopRules:
             indent=len(line) - len(line.lstrip(" \t")),
             suffix_line=suffix_line,
             suffix_next=following.strip(),
-            closers=_closers(suffix_line),
         )
 
     def cut(self, text: str) -> str | None:
