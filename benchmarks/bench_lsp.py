@@ -1,6 +1,7 @@
 """Latency benchmark of the server: typing real code, keystroke by keystroke.
 
-    python benchmarks/bench_lsp.py [--model default] [--chars 60] [--repeat N] [--beside core|model] [--json OUT] [--plot OUT.png]
+    python benchmarks/bench_lsp.py [--model default] [--chars 60] [--repeat N] [--beside core|model] [--only PART]
+                                   [--pairs 20] [--json OUT] [--plot OUT.png]
 
 A headless editor (`harness.headless`) opens standard-library files with
 a stretch of code removed and types it back, one character at a time, the
@@ -41,6 +42,14 @@ writes the rest of the line as far as it goes. The typing part waits for
 each answer before the next key, so a key that waits seconds costs it
 nothing there; here it costs every key typed meanwhile.
 
+The pairs part (``--only pairs``) types real lines at the same pace in an
+editor that closes pairs, as VS Code does (`harness.bench.closers`: a
+bracket or quote typed with its closer, a closer typed over), each at the
+end of its file's text: it reports, over every key and over the keys that
+changed the closers, a suggestion on screen before the next key, one that
+makes the line once accepted, and the suggestion cache's answers
+(``--plot`` with ``--before LABEL=JSON`` draws earlier runs beside it).
+
 The next-line part (``--only next-line``) accepts a whole-line suggestion
 and presses Enter (`next_line_scenario`): it reports how long the next
 line's suggestion takes to show after the Enter, and whether the suggestion
@@ -58,6 +67,7 @@ import statistics
 import sys
 import sysconfig
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -66,7 +76,8 @@ from cpc.session import CompletionSession, EngineSettings  # noqa: E402
 from harness.beside import LOADS, beside  # noqa: E402
 from harness.headless import HeadlessEditor, Request  # noqa: E402
 from lsp_server.settings import Settings  # noqa: E402
-from benchmarks.bench_server import parse_setting  # noqa: E402
+from benchmarks.bench_server import development_cases, parse_setting  # noqa: E402
+from harness.bench.closers import auto_closed  # noqa: E402
 
 # (file, the code to type back): each typed from the start of its line
 STRETCHES = [
@@ -151,12 +162,14 @@ async def editor_scenario(model: str, settings: dict) -> list[dict]:
     return trials
 
 
-async def type_name(editor: HeadlessEditor, name: str) -> dict:
-    """Type ``name`` a key every `KEY_INTERVAL_S`, cancelling a request the next key makes stale.
+async def paced_keys(editor: HeadlessEditor, keys: int, press: Callable[[int], None]) -> list[dict]:
+    """Press ``keys`` keys a key every `KEY_INTERVAL_S` (``press(k)`` makes the k-th key's edit), each followed
+    by a request, and the request still unanswered from the key before cancelled, as VS Code does.
 
-    Each answer's text is judged on the name (`writes_name`): ``right`` when accepting it would
-    write the name as far as the text goes, ``finishes`` when it also ends the name. What a suggestion
-    writes after the name is the rest of a line the file may well write differently.
+    Per key, in key order: its ``request``, its ``answer`` (None when refused or cancelled unanswered),
+    ``from_cache`` (the server's suggestion cache answered it), when it was sent and answered (seconds
+    after the first key), its latency, whether it was cancelled, and ``on_screen``: it was shown, before
+    the next key came.
     """
     first_key = time.perf_counter()
     requests: list[Request] = []
@@ -169,10 +182,10 @@ async def type_name(editor: HeadlessEditor, name: str) -> dict:
             cache_counts[number] = (await editor.status()).from_cache
 
     watchers = []
-    for k, char in enumerate(name):
+    for k in range(keys):
         if k:
             await asyncio.sleep(max(0.0, first_key + k * KEY_INTERVAL_S - time.perf_counter()))
-        editor.type(char)
+        press(k)
         if requests and requests[-1].answered is None:
             editor.cancel(requests[-1])
         requests.append(editor.request_suggestions())
@@ -188,24 +201,40 @@ async def type_name(editor: HeadlessEditor, name: str) -> dict:
         from_cache = not request.cancelled and cache_counts[k] is not None and cache_counts[k] > seen
         if not request.cancelled:
             seen = max(seen, cache_counts[k] or 0)
-        text = ""
-        if answer and answer.items:
-            item = answer.items[0]
-            text = item.insert_text[request.cursor - editor.offset(item.range.start) :]
-        right = writes_name(text, name[k + 1 :])
         rows.append({
             "key": k,
-            "text": text,
-            "right": right,
-            "finishes": right and len(text) >= len(name) - k - 1,
+            "request": request,
+            "answer": answer,
             "sent_s": round(request.sent - first_key, 4),
             "ms": request.latency_ms,
             "answered_s": None if request.answered is None else round(request.answered - first_key, 4),
             "cancelled": request.cancelled,
             "from_cache": from_cache,
-            "shown": bool(text),
         })
     rows.sort(key=lambda row: row["key"])
+    for row, following in zip(rows, rows[1:] + [None]):
+        row["on_screen"] = bool(row["answer"] and row["answer"].items and not row["cancelled"] and (
+            following is None or row["answered_s"] <= following["sent_s"]))
+    return rows
+
+
+async def type_name(editor: HeadlessEditor, name: str) -> dict:
+    """Type ``name`` a key every `KEY_INTERVAL_S`, cancelling a request the next key makes stale (`paced_keys`).
+
+    Each answer's text is judged on the name (`writes_name`): ``right`` when accepting it would
+    write the name as far as the text goes, ``finishes`` when it also ends the name. What a suggestion
+    writes after the name is the rest of a line the file may well write differently.
+    """
+    rows = await paced_keys(editor, len(name), lambda k: editor.type(name[k]))
+    for row in rows:
+        request, answer = row.pop("request"), row.pop("answer")
+        text = ""
+        if answer and answer.items:
+            item = answer.items[0]
+            text = item.insert_text[request.cursor - editor.offset(item.range.start) :]
+        right = writes_name(text, name[row["key"] + 1 :])
+        row |= {"text": text, "right": right, "finishes": right and len(text) >= len(name) - row["key"] - 1,
+                "shown": bool(text)}
     shown = sorted((row for row in rows if row["shown"]), key=lambda row: row["answered_s"])
     first = shown[0] if shown else None
     return {
@@ -336,10 +365,6 @@ async def paced_typing(model: str, settings: dict) -> list[dict]:
         async with HeadlessEditor(["--model", model], settings=settings) as editor:
             await editor.open(uri, before + typed[len(line):] + after, cursor=len(before))
             trial = await type_name(editor, line)
-        keys = trial["keys"]
-        for row, following in zip(keys, keys[1:] + [None]):
-            row["on_screen"] = bool(row["shown"] and not row["cancelled"] and (
-                following is None or row["answered_s"] <= following["sent_s"]))
         trials.append(trial | {"uri": uri})
         print(f"paced: {uri} ({len(line)} keys)", file=sys.stderr, flush=True)
     return trials
@@ -353,11 +378,101 @@ def paced_summary(trials: list[dict]) -> dict:
             "answered_p50_ms": pct(waits, 0.5), "answered_max_ms": max(waits, default=None)}
 
 
-PARTS = ("typing", "scenario", "next-line", "paced")
+PAIRS_FILES = "<stdlib>/[a-m]*.py"
+
+
+def pairs_lines(files: str, count: int, seed: int) -> list[tuple[str, str, str]]:
+    """(file, text before, line) per line to type: real lines an editor's pairs touch (`harness.bench.closers`),
+    each typed from its indentation's end at the end of its file's text before it, and closed by its end."""
+    session = CompletionSession()
+    session.load(EngineSettings("default", threads=1))
+    lines = []
+    for case in development_cases(session.engine, files, count * 3, seed, "long", "closers"):
+        start = case.prefix.rfind("\n") + 1
+        line = (case.prefix[start:] + case.line_rest).lstrip()
+        before = case.prefix[: len(case.prefix) - len(case.prefix[start:].lstrip())]
+        if auto_closed(line) == "" and all(line != seen for _, _, seen in lines):
+            lines.append((case.file, before, line))
+    return lines[:count]
+
+
+async def pairs_typing(model: str, settings: dict, lines: list[tuple[str, str, str]]) -> list[dict]:
+    """Each line typed at a person's pace (`paced_keys`) in an editor that closes pairs (`auto_closed`: a bracket
+    or quote typed with its closer, a closer typed over), in one server, each file read for `READING_S` first.
+    Per key: whether accepting the suggestion shown then makes the line (``right``), and whether the key
+    changed the closers after the cursor (``pair_key``)."""
+    trials = []
+    async with HeadlessEditor(["--model", model], settings=settings) as editor:
+        for number, (file, before, line) in enumerate(lines):
+            await editor.open(f"file:///pairs/{number}{Path(file).suffix}", before + "\n", cursor=len(before))
+            await asyncio.sleep(READING_S)
+            start = editor.cursor
+
+            def press(k: int, line: str = line, start: int = start) -> None:
+                editor.replace(start + k, start + k + len(auto_closed(line[:k])), line[k] + auto_closed(line[: k + 1]))
+                editor.cursor = start + k + 1
+
+            rows = await paced_keys(editor, len(line), press)
+            editor.close()
+            indent = before[before.rfind("\n") + 1 :]
+            for row in rows:
+                k, answer = row["key"], row.pop("answer")
+                row.pop("request")
+                shown = indent + line[: k + 1] + auto_closed(line[: k + 1])
+                accepted = None
+                if answer and answer.items:
+                    item = answer.items[0]
+                    accepted = shown[: item.range.start.character] + item.insert_text + shown[item.range.end.character :]
+                row |= {"right": accepted == indent + line, "accepted": accepted,
+                        "pair_key": auto_closed(line[: k + 1]) != auto_closed(line[:k])}
+            trials.append({"file": file, "line": line, "keys": rows})
+            print(f"pairs: {number + 1}/{len(lines)} {line!r}", file=sys.stderr, flush=True)
+    return trials
+
+
+def pairs_summary(trials: list[dict]) -> dict:
+    """Shares of keys (and of the keys that changed the closers): a suggestion on screen before the next key, one
+    that makes the line once accepted, and cache answers."""
+    keys = [row for trial in trials for row in trial["keys"] if row["key"] > 0]  # the first key of a line is cold
+
+    def shares(rows: list[dict]) -> dict:
+        count = max(1, len(rows))
+        return {"keys": len(rows),
+                "on_screen": round(sum(r["on_screen"] for r in rows) / count, 3),
+                "on_screen_right": round(sum(r["on_screen"] and r["right"] for r in rows) / count, 3),
+                "from_cache": round(sum(r["from_cache"] for r in rows) / count, 3)}
+
+    return {"lines": len(trials), "all_keys": shares(keys), "pair_keys": shares([r for r in keys if r["pair_key"]])}
+
+
+def plot_pairs(runs: list[tuple[str, dict]], path: str) -> None:
+    """Bars per run (a label and its ``pairs`` summary): of all keys and of the keys that changed the closers, the
+    share with a suggestion on screen before the next key, with one that makes the line, and cache answers."""
+    from harness.bench.report import pyplot
+
+    plt = pyplot()
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
+    measures = (("on_screen", "on screen"), ("on_screen_right", "makes the line"), ("from_cache", "from the cache"))
+    width = 0.8 / len(runs)
+    for axis, group, title in zip(axes, ("all_keys", "pair_keys"), ("every key", "keys that changed the closers")):
+        for number, (label, summary) in enumerate(runs):
+            shares = [100 * summary[group][measure] for measure, _ in measures]
+            bars = axis.bar([x + number * width for x in range(len(measures))], shares, width, label=label)
+            axis.bar_label(bars, fmt="%.0f", fontsize=8)
+        axis.set_xticks([x + width * (len(runs) - 1) / 2 for x in range(len(measures))], [name for _, name in measures])
+        axis.set_title(f"{title} ({runs[0][1][group]['keys']} keys a run)", fontsize=10)
+    axes[0].set_ylabel("% of keys")
+    axes[0].legend(fontsize=8)
+    fig.suptitle("lines typed at a key every 150 ms in an editor that closes pairs", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+PARTS = ("typing", "scenario", "next-line", "paced", "pairs")
 
 
 def run(model: str, chars: int, parts: tuple[str, ...] = PARTS, threads: int = 0,
-        repeat: int = 1, changes: dict | None = None) -> dict:
+        repeat: int = 1, changes: dict | None = None, pairs: int = 20) -> dict:
     """The scenario runs with the server's shipping settings (``changes`` over them, for a comparison); the
     typing stretches without debounce, so that each keystroke's request does the same work as its replay."""
     shipped = {"threads": threads, **(changes or {})}
@@ -371,6 +486,9 @@ def run(model: str, chars: int, parts: tuple[str, ...] = PARTS, threads: int = 0
     if "paced" in parts:
         trials = asyncio.run(paced_typing(model, shipped))
         result["paced"] = paced_summary(trials) | {"per_trial": trials}
+    if "pairs" in parts:
+        trials = asyncio.run(pairs_typing(model, shipped, pairs_lines(PAIRS_FILES, pairs, 1)))
+        result["pairs"] = pairs_summary(trials) | {"per_trial": trials}
     if "typing" in parts:
         runs = [typing_stretches(model, chars, {**shipped, "debounceMs": 0}) for _ in range(repeat)]
         overheads = [r["server_overhead"] for r in runs]
@@ -449,30 +567,39 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default="default")
     parser.add_argument("--chars", type=int, default=60, help="characters typed per stretch")
-    parser.add_argument("--only", choices=PARTS, help="run one part (no plot)")
+    parser.add_argument("--only", choices=PARTS, help="run one part (no plot, but for pairs)")
     parser.add_argument("--threads", type=int, default=0, help="the server's CPU threads (0: every core)")
     parser.add_argument("--repeat", type=int, default=1, help="typing runs; the overhead reported is their median")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="a server setting other than its default (camelCase, JSON value), for comparisons")
     parser.add_argument("--beside", choices=LOADS, default="none",
                         help="what runs in another process meanwhile: a busy core (a build), a model (a test run)")
+    parser.add_argument("--pairs", type=int, default=20, help="lines typed in the pairs part")
+    parser.add_argument("--before", metavar="JSON", action="append", default=[],
+                        help="with --only pairs --plot: an earlier run's JSON drawn beside this one (LABEL=PATH)")
     parser.add_argument("--json")
     parser.add_argument("--plot")
     args = parser.parse_args()
     with beside(args.beside):
         result = run(args.model, args.chars, (args.only,) if args.only else PARTS, args.threads,
-                     args.repeat, dict(parse_setting(item) for item in args.set))
+                     args.repeat, dict(parse_setting(item) for item in args.set), args.pairs)
     result["beside"] = args.beside
     scenario = result.get("editor_scenario", {})
-    summary = {k: v for k, v in result.items() if k not in ("per_keystroke", "editor_scenario", "next_line", "paced")}
+    summary = {k: v for k, v in result.items()
+               if k not in ("per_keystroke", "editor_scenario", "next_line", "paced", "pairs")}
     summary["editor_scenario"] = {k: v for k, v in scenario.items() if k != "per_trial"}
     summary["paced"] = {k: v for k, v in result.get("paced", {}).items() if k != "per_trial"}
     summary["next_line"] = {k: v for k, v in result.get("next_line", {}).items() if k != "per_trial"}
+    summary["pairs"] = {k: v for k, v in result.get("pairs", {}).items() if k != "per_trial"}
     print(json.dumps(summary, indent=2))
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2))
     if args.plot and not args.only:
         plot(result, args.plot)
+    elif args.plot and args.only == "pairs":
+        earlier = [(label, json.loads(Path(path).read_text())["pairs"])
+                   for label, _, path in (item.rpartition("=") for item in args.before)]
+        plot_pairs([*earlier, ("this run", result["pairs"])], args.plot)
     return 0
 
 

@@ -8,7 +8,10 @@ What an editor needs around `cpc.generate`, with no protocol in sight:
   model evaluation, so a newer keystroke stops older work early;
 - a keystroke that types the start of a suggestion just shown is answered
   from the suggestion cache, without the model (llama.vim's trick): the
-  rest of the suggestion is still the model's greedy choice.
+  rest of the suggestion is still the model's greedy choice. So is a key
+  with which the editor closes a pair or types over a closer, where
+  accepting the rest makes the line the suggestion made
+  (`cpc.window.Window.typed_on_from`).
 
 The engine keeps its own caches across requests (KV cache per token prefix,
 snapshots, beams per byte prefix), so the next keystroke after a model
@@ -55,7 +58,7 @@ from cpc.remote import RemoteMismatch, RemoteOptions, RemoteRefused, RemoteUnava
 from cpc.resident import give_back_free_heap
 from cpc.serving import REMOTE_APIS
 from cpc.stops import replaced_after
-from cpc.window import Window
+from cpc.window import Window, same_after
 
 __all__ = [
     # the door
@@ -171,13 +174,12 @@ class SuggestionCache:
         """The rest of earlier suggestions that ``window`` has started typing, or None."""
         with self._lock:
             entries = list(self._shown.get(key, {}).values())
-        prefix = window.prefix
         for entry in reversed(entries):
-            earlier = entry.window
-            if earlier.suffix != window.suffix or entry.options != options or not prefix.startswith(earlier.prefix):
+            typed = window.typed_on_from(entry.window)
+            if typed is None or entry.options != options:
                 continue
-            typed = prefix[len(earlier.prefix) :]
-            rests = [text[len(typed) :] for text in entry.texts if text.startswith(typed) and len(text) > len(typed)]
+            rests = [text[len(typed) :] for text in entry.texts if text.startswith(typed) and len(text) > len(typed)
+                     and _same_once_accepted(entry.window, text, window)]
             if rests:
                 return rests
         return None
@@ -185,6 +187,21 @@ class SuggestionCache:
     def forget(self, key: str) -> None:
         with self._lock:
             self._shown.pop(key, None)
+
+
+def _same_once_accepted(earlier: Window, text: str, window: Window) -> bool:
+    """Whether the rest of ``text`` (answered at ``earlier``) past what was typed since, accepted at ``window``,
+    leaves the text after the cursor that ``text`` accepted at ``earlier`` leaves: the closers each replaces
+    (`replaced_after`) aside, the two suffixes are the same. A pair the editor closed or a closer typed over on
+    the way keeps a suggestion that takes the closers in (``f`` + ``(a):``, typed ``(``: ``a):`` replaces ``)``).
+
+    >>> [_same_once_accepted(Window("f", "\\n"), text, Window("f(", ")\\n")) for text in ("(a):", "(a")]
+    [True, False]
+    """
+    rest = text[len(window.prefix) - len(earlier.prefix) :]
+    before = earlier.suffix[replaced_after(text, earlier.suffix) :]
+    after = window.suffix[replaced_after(rest, window.suffix) :]
+    return same_after(after, before, cut=window.suffix_cut and earlier.suffix_cut)
 
 
 class CompletionSession:

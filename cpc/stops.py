@@ -33,6 +33,11 @@ def _closers(suffix_line: str) -> str:
     return suffix_line.rstrip() if CLOSERS.fullmatch(suffix_line) else ""
 
 
+def _closers_after(suffix: str) -> str:
+    """The closers (`_closers`) at the start of ``suffix``, the text after the cursor, that end the cursor's line."""
+    return _closers(suffix.partition("\n")[0].rstrip("\r"))
+
+
 def _takes_in(text: str, closers: str) -> bool:
     """Whether ``closers`` are in ``text`` in their order (a subsequence): the text closes what they close."""
     rest = iter(text)
@@ -46,8 +51,18 @@ def replaced_after(text: str, suffix: str) -> int:
     >>> replaced_after('" + name)', '")\\nreturn'), replaced_after("name", '")'), replaced_after("b)", ") + 1")
     (2, 0, 0)
     """
-    closers = _closers(suffix.partition("\n")[0].rstrip("\r"))
+    closers = _closers_after(suffix)
     return len(closers) if closers and _takes_in(text, closers) else 0
+
+
+def past_closers(suffix: str) -> str:
+    """``suffix``, the text after the cursor, past the closers that end the cursor's line (`CLOSERS`): what the
+    editor's auto-closed pairs change as a line is typed (a bracket typed with its closer, a closer typed over).
+
+    >>> past_closers('")\\nreturn'), past_closers(") + 1\\n")
+    ('\\nreturn', ') + 1\\n')
+    """
+    return suffix[len(_closers_after(suffix)) :]
 
 
 _SYMBOL = re.compile(r"[^\w\s]")

@@ -37,6 +37,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from cpc.stops import past_closers
+
 if TYPE_CHECKING:
     from cpc.lm import LanguageModel, State
 
@@ -111,6 +113,44 @@ class Window:
             cut = (cursor - chars) // step * step
             start = (document.rfind("\n", max(0, cut - step), cut) + 1) or cut
         return cls(document[start:cursor], document[cursor : cursor + MAX_SUFFIX_CHARS])
+
+    @property
+    def suffix_cut(self) -> bool:
+        """Whether the suffix may end before the document does (it holds `MAX_SUFFIX_CHARS` characters)."""
+        return len(self.suffix) == MAX_SUFFIX_CHARS
+
+    def typed_on_from(self, earlier: Window) -> str | None:
+        """What was typed since ``earlier`` when this window is ``earlier`` typed on, else None.
+
+        Typed on: the text before the cursor grew by what was typed, and the
+        text after it is the same, but for the closers that end the cursor's
+        line (`cpc.stops.past_closers`): an editor that closes pairs types a
+        bracket or a quote with its closer, and types over a closer.
+
+        >>> Window("f(", ")\\nx").typed_on_from(Window("f", "\\nx"))  # "(" typed, ")" closed with it
+        '('
+        >>> Window("f(a)", "\\nx").typed_on_from(Window("f(", ")\\nx"))  # "a", then ")" typed over
+        'a)'
+        >>> Window("f(a", ") + 1").typed_on_from(Window("f(", ")")), Window("g", "").typed_on_from(Window("f", ""))
+        (None, None)
+        """
+        if not self.prefix.startswith(earlier.prefix):
+            return None
+        if self.suffix != earlier.suffix and not same_after(
+                past_closers(self.suffix), past_closers(earlier.suffix), cut=self.suffix_cut and earlier.suffix_cut):
+            return None
+        return self.prefix[len(earlier.prefix) :]
+
+
+def same_after(first: str, second: str, *, cut: bool) -> bool:
+    """Whether two ends of windows' suffixes are the same text after the cursor, as far as both were read:
+    with ``cut`` (both windows' suffixes cut, `Window.suffix_cut`), up to the end of the shorter.
+
+    >>> same_after("\\nx = 1", "\\nx = ", cut=True), same_after("\\nx = 1", "\\nx = ", cut=False)
+    (True, False)
+    """
+    shared = min(len(first), len(second)) if cut else None
+    return first[:shared] == second[:shared]
 
 
 def prompt_window(tokens: State | Sequence[int], max_tokens: int) -> State:

@@ -174,11 +174,11 @@ class Cursor:
         >>> sel, self_w, se = (_example(text, ")") for text in ("f(sel", "f(self.w", "f(se"))
         >>> sel.typed_on_by(self_w), sel.typed_on_by(se)
         (True, False)
+        >>> _example("print", "\\n").typed_on_by(_example('print("', '")\\n'))  # the editor closed the pairs
+        True
         """
-        old, new = self.window, newer.window
-        typed = self.typed_since(newer)
-        return (newer.uri == self.uri and new.suffix == old.suffix and len(typed) <= _LONGEST_WORD
-                and "\n" not in typed and new.prefix.startswith(old.prefix))
+        typed = newer.window.typed_on_from(self.window)
+        return newer.uri == self.uri and typed is not None and len(typed) <= _LONGEST_WORD and "\n" not in typed
 
     def typed_since(self, newer: Cursor) -> str:
         """What ``newer`` has before it past this cursor: the characters typed on, when `typed_on_by`.
@@ -225,12 +225,12 @@ class Foresight:
         >>> [foresight.wanted(at(p), at(p)) for p in ("x = ", "x = 1", "x = 1\\n    ", "x = 2", "x = 1\\ny\\n")]
         [True, True, True, False, False]
         """
-        if newest is None or last is None or last.uri != newest.uri or newest.window.suffix != self.target.window.suffix:
+        if newest is None or last is None or last.uri != newest.uri:
             return False
-        at, target = newest.window.prefix, self.target.window.prefix
-        if target.startswith(at):
-            return at.startswith(self.start.window.prefix)
-        return at.startswith(target) and "\n" not in at[len(target):]
+        if self.target.window.prefix.startswith(newest.window.prefix):
+            return newest.window.typed_on_from(self.start.window) is not None
+        typed = newest.window.typed_on_from(self.target.window)
+        return typed is not None and "\n" not in typed
 
 
 class Loading:

@@ -8,10 +8,16 @@ from dataclasses import replace
 
 import pytest
 
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+
 from cpc.generate import Options, generate
-from cpc.session import CompletionSession, EngineSettings, RemoteOptions
+from cpc.session import CompletionSession, EngineSettings, RemoteOptions, SuggestionCache, replaced_after
+from cpc.window import Window
+from harness.bench.closers import auto_closed
 from harness.llama_server import LlamaServer
 from harness.threads import MODEL_THREADS
+from tests.support.strategies import examples
 
 URI = "file:///session/shapes.py"
 PREFIX = "class Box:\n    def __init__(self, width):\n        self.width = width\n\n    def area(self):\n        return self.wid"
@@ -55,6 +61,55 @@ def test_a_completion_then_the_keys_typed_through_it_come_from_the_cache(session
     assert text.startswith("th"), "self.wid|th: the cursor inside `width`"
     typed = session.complete(URI, PREFIX + text[0], None, OPTIONS)
     assert typed.from_cache and typed.completions[0] == text[1:] and typed.lm_calls == 0
+
+
+def _typing(line: str, typed: int) -> Window:
+    """The window after typing ``line[:typed]`` into an empty line of an editor that closes pairs."""
+    before = "x = 0\n" + line[:typed]
+    return Window.at(before + auto_closed(line[:typed]) + "\nnext\n", len(before))
+
+
+def _accepted(window: Window, text: str) -> str:
+    """The text around the cursor once ``text`` is accepted there (closers it takes in replaced)."""
+    return window.prefix + text + window.suffix[replaced_after(text, window.suffix) :]
+
+
+@pytest.mark.parametrize("line, shown_at, text, asked_at, rests", [
+    ("def f(a):", 5, "(a):", 6, ["a):"]),  # "(" typed, ")" closed with it: the suggestion takes it in
+    ('print("Hello, world")', 14, 'world")', 20, [")"]),  # the quote typed over
+    ('print("Hello, world")', 14, 'world")', 21, None),  # all typed
+    ("def f(a):", 5, "(a", 6, None),  # accepted after the "(", it would leave the closer twice
+    ("f(a)[0]", 1, "(a)[0]", 5, ["0]"]),  # a pair closed, its closer typed over, another closed
+])
+def test_keys_an_editor_types_with_its_closers_are_answered_from_the_cache(line, shown_at, text, asked_at, rests):
+    """An editor that closes pairs changes the text after the cursor as a line is typed: a suggestion typed
+    through is still the cache's answer, where accepting its rest makes the same line."""
+    cache = SuggestionCache()
+    cache.remember(URI, _typing(line, shown_at), "options", [text])
+    assert cache.lookup(URI, _typing(line, asked_at), "options") == rests
+
+
+CODE_CHARS = st.text(alphabet="ab1 =,.:()[]{}\"'", min_size=2, max_size=24)
+
+
+@settings(max_examples=examples(300), deadline=None)
+@given(line=CODE_CHARS, data=st.data())
+def test_a_line_typed_with_an_editors_pairs_is_answered_from_the_cache_to_its_end(line, data):
+    """Property: a suggestion that is the rest of the line answers every key typed through it from the cache,
+    whatever pairs the editor closed or typed over on the way, and accepting any of the cache's answers makes
+    the line that accepting the suggestion would have made."""
+    assume(auto_closed(line) == "")  # the line ends with its pairs closed
+    shown_at = data.draw(st.integers(0, len(line) - 2))
+    asked_at = data.draw(st.integers(shown_at + 1, len(line) - 1))
+    other = data.draw(CODE_CHARS)  # another suggestion, right or wrong
+    earlier, now = _typing(line, shown_at), _typing(line, asked_at)
+    cache = SuggestionCache()
+    cache.remember(URI, earlier, "options", [line[shown_at:], other])
+    rests = cache.lookup(URI, now, "options")
+    assert rests is not None and rests[0] == line[asked_at:]
+    typed = line[shown_at:asked_at]
+    for rest in rests:
+        assert _accepted(now, rest) == _accepted(earlier, typed + rest)
 
 
 def test_clear_makes_the_next_request_cold(session):

@@ -118,7 +118,7 @@ def apply(text: str, item: types.InlineCompletionItem) -> str:
     assert start.line == end.line
     line = lines[start.line]
     inserted = iter(item.insert_text)
-    assert line[start.character : end.character] and all(char in inserted for char in line[start.character : end.character])
+    assert all(char in inserted for char in line[start.character : end.character])
     lines[start.line] = line[: start.character] + item.insert_text + line[end.character :]
     return "\n".join(lines)
 
@@ -182,6 +182,25 @@ async def test_a_suggestion_takes_in_the_closers_the_editor_put_after_the_cursor
     item = (await inline(client, uri, line, character)).items[0]
     assert item.range.end == types.Position(line, character + 1)  # the closing quote
     assert apply(text, item).split("\n")[line] == 'if __name__ == "__main__":'
+
+
+async def test_a_closer_typed_over_is_answered_from_the_cache(client: LanguageClient):
+    """Typing through a suggestion that takes in a closer, the editor types over the closer (the cursor moves
+    past it): the suggestion cache answers that key too, with the line the suggestion made."""
+    uri = "file:///closers_typed.py"
+    text = 'import sys\n\n\ndef main():\n    return 0\n\n\nif __name__ == "__ma"\n'
+    line, character = 7, len('if __name__ == "__ma')
+    open_document(client, uri, text)
+    item = (await inline(client, uri, line, character)).items[0]
+    rest = item.insert_text[character - item.range.start.character :]
+    typed = rest[: rest.index('"')]  # up to the closing quote, then over it
+    insert(client, uri, 2, line, character, typed)
+    typed_text = text.replace('"__ma"', f'"__ma{typed}"')
+    before = await status(client)
+    again = (await inline(client, uri, line, character + len(typed) + 1)).items[0]
+    after = await status(client)
+    assert after.from_cache == before.from_cache + 1 and after.from_model == before.from_model
+    assert apply(typed_text, again).split("\n")[line] == apply(text, item).split("\n")[line] == 'if __name__ == "__main__":'
 
 
 async def test_typing_the_suggestion_is_answered_from_cache(client: LanguageClient):
