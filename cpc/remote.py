@@ -49,19 +49,13 @@ request is written and an answer read for each serving API
   The client remembers the last prompt its slot read (`cached_length`, for
   prompt-time budgets), and `prefill` reads a prompt ahead with nothing
   generated (llama.vim's warm-up request) where the API allows.
-- **Credentials and TLS.** With a key (`API_KEY_ENV` in the environment:
-  never a setting, never in a log or a message), every request carries it
-  as ``Authorization: Bearer``, as llama-server's, vLLM's and SGLang's
-  ``--api-key`` expect. A refused key (HTTP 401 or 403) is final for the
-  client (`RemoteRefused`): it says so and where the key is set, and asks
-  the server nothing more. ``https://`` addresses are verified against the
-  system's certificate authorities and ``RemoteOptions.ca_file`` (a
-  company's own CA); there is no way to turn verification off.
-- **Faults.** Every request has a timeout. A refused or dropped connection
-  and a 5xx answer are retried with backoff; then `RemoteUnavailable` says
-  what happened and where, and the next call tries again (the server may be
-  back). After a failure the server is checked again on the next
-  connection: another model may answer on that port now.
+- **The wire** is `cpc.connection`'s: keep-alive connections, the key
+  (``Authorization: Bearer``, from `API_KEY_ENV`), TLS verification,
+  timeouts and retries. A refused key (`RemoteRefused`) is final for the
+  client: it asks the server nothing more. After any other failure
+  (`RemoteUnavailable`) the next call tries again (the server may be back),
+  and checks the server again first: another model may answer on that port
+  now.
 - **One vocabulary.** The vocabulary and tokenizer come from a local GGUF of
   the same model (loaded vocabulary-only: no weights). At the first
   connection a few probe strings must tokenize the same here and on the
@@ -72,13 +66,10 @@ request is written and an answer read for each serving API
 from __future__ import annotations
 
 import http.client
-import json
 import logging
 import math
 import os
 import re
-import socket
-import ssl
 import threading
 import time
 from collections import deque
@@ -89,6 +80,7 @@ from urllib.parse import urlsplit
 
 import numpy as np
 
+from cpc.connection import API_KEY_ENV, RemoteMismatch, RemoteRefused, RemoteUnavailable, ServerConnection
 from cpc.index import PrefixIndex
 from cpc.lm import Cancelled, LanguageModel, LMStats, RunStep, State, best_allowed
 from cpc.model_files import ModelError
@@ -101,10 +93,6 @@ from cpc.tokenizer import LlamaTokenizer
 log = logging.getLogger(__name__)
 
 REMOTE_SCHEMES = ("http://", "https://")
-API_KEY_ENV = "CPC_REMOTE_API_KEY"
-"""The environment variable whose value is sent as the server's key (VS Code sets it from its secret storage)."""
-WHERE_THE_KEY_GOES = (f"set the server's key in {API_KEY_ENV} where the editor starts (VS Code: the command "
-                      "\"CPC: Set Remote API Key\")")
 
 WIDEN_TOLERANCE = 0.05
 """Widen K for a state while the tokens that may spell the expected text and lie outside the top K
@@ -154,23 +142,6 @@ def address_problem(model: str) -> str | None:
     names = [address.rstrip("/") for address in addresses]
     twice = next((name for name in names if names.count(name) > 1), None)
     return f"{twice} is named twice" if twice else None
-
-
-class RemoteUnavailable(RuntimeError):
-    """The server did not answer (refused, dropped, timed out, 5xx): says where and what happened."""
-
-
-class RemoteRefused(ModelError):
-    """The server refused this client's key, or asked for one it lacks (HTTP 401 or 403): final for the client."""
-
-
-class RemoteMismatch(ModelError):
-    """The server serves another model than the local vocabulary file, or cannot serve our states."""
-
-    def __init__(self, text: str, server_message: str = "") -> None:
-        super().__init__(text)
-        self.server_message = server_message
-        """What the server said, where it refused a request."""
 
 
 @dataclass(frozen=True)
@@ -280,14 +251,11 @@ class RemoteLM(LanguageModel):
         problem = address_problem(url)
         if problem is not None:
             raise ModelError(problem)
-        parts = urlsplit(url)
         if options.api not in REMOTE_APIS:
             raise ModelError(f"remoteApi {options.api!r} is not one of {', '.join(REMOTE_APIS)}")
-        self.url = url.rstrip("/")
-        self._https = parts.scheme == "https"
-        self._host = parts.hostname
-        self._port = parts.port or (443 if self._https else 80)
-        self._base = parts.path.rstrip("/")
+        self.server = ServerConnection(url, options, lambda: self.server_name)
+        """The wire (`cpc.connection`): requests, the key, TLS, faults."""
+        self.url = self.server.url
         self.tokenizer = tokenizer
         self.vocab = tokenizer.vocab
         self.index = index
@@ -316,9 +284,7 @@ class RemoteLM(LanguageModel):
         self._expected: tuple[State, bytes] | None = None
         self._needed_cache: dict[bytes, np.ndarray] = {}
         self._lock = threading.Lock()
-        self._local = threading.local()
         self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="cpc-remote")
-        self._tls = _tls_context(options.ca_file) if self._https else None
         self._slot_count = 1
         """llama-server's slots (``/props``)."""
         self._refused: str | None = None
@@ -468,7 +434,8 @@ class RemoteLM(LanguageModel):
         state = tuple(state)
         self.check_interrupt()
         try:
-            connection, response = self._call(lambda: self._open_run(state, length, top_k, stop_at_line_end))
+            connection, response = self._call(lambda: self.server.open_stream(
+                self.api.path, self.api.run_body(state, length, self._k(top_k), self.options.slot, stop_at_line_end)))
         except (RemoteUnavailable, RemoteMismatch) as error:
             log.debug("no greedy run: %s", error)
             return
@@ -495,31 +462,8 @@ class RemoteLM(LanguageModel):
             log.debug("greedy run of %s ended: %s", self.url, error)
         finally:
             if not ended:  # closed early, failed or cancelled: the server stops when it sees the connection go
-                _hang_up(connection)
-                self._local.run_connection = None
+                self.server.hang_up(connection)
             self._end_run(state + tuple(decoded[:-1]), end, began)
-
-    def _open_run(self, state: State, length: int, top_k: int, stop_at_line_end: bool):
-        """Send a greedy run's request on this thread's run connection; the connection and the streaming answer."""
-        body = json.dumps(self.api.run_body(state, length, self._k(top_k), self.options.slot, stop_at_line_end))
-        while True:
-            reused = getattr(self._local, "run_connection", None) is not None
-            connection = self._local.run_connection = self._local.run_connection if reused else self._new_connection()
-            try:
-                connection.request("POST", self._base + self.api.path, body=body.encode(),
-                                   headers=self._headers(json_body=True))
-                response = connection.getresponse()
-                break
-            except (OSError, http.client.HTTPException) as error:
-                _hang_up(connection)
-                self._local.run_connection = None
-                if reused and isinstance(error, _DROPPED):
-                    continue  # the server closed the idle keep-alive connection (after 5 s): a new one, at once
-                raise RemoteUnavailable(f"{self.server_name} {_describe(error)}") from error
-        if response.status >= 400:
-            problem = self._refusal(self.api.path, response.status, response.read())
-            raise RemoteUnavailable(f"{self.server_name} {problem}")
-        return connection, response
 
     def _end_run(self, held: State, end: TopK | None, began: float) -> None:
         """What a finished run cost, what its slot holds now (all but the last token, which it never read)."""
@@ -728,122 +672,14 @@ class RemoteLM(LanguageModel):
         return f"{kind} at {self.url}"
 
     def _request(self, method: str, path: str, body: dict | None = None) -> dict:
-        """One JSON request, retried with backoff on a refused or dropped connection and on a 5xx answer."""
-        payload = None if body is None else json.dumps(body).encode()
-        headers = self._headers(json_body=payload is not None)
-        tries = 1 + max(0, self.options.retries)
-        attempt = 0
-        while True:
-            reused = getattr(self._local, "connection", None) is not None
-            try:
-                connection = self._connection()
-                began = time.perf_counter()
-                connection.request(method, self._base + path, body=payload, headers=headers)
-                response = connection.getresponse()
-                data = response.read()
-                answered = time.perf_counter()
-            except (TimeoutError, socket.timeout) as error:
-                self._drop_connection()
-                # No retry: a slow server only gets slower with more requests.
-                raise RemoteUnavailable(
-                    f"{self.server_name} did not answer {path} within {self.options.timeout_s:g} s "
-                    "(overloaded, or stopped?) -- suggestions resume when it answers"
-                ) from error
-            except ssl.SSLCertVerificationError as error:
-                self._drop_connection()
-                # No retry: the same certificate comes back. The next call tries again (it may be renewed).
-                raise RemoteUnavailable(
-                    f"{self.url} presented a certificate this client does not trust ({error.verify_message}) -- "
-                    "set `remoteCaFile` to the PEM file of the authority that signed it"
-                ) from error
-            except (OSError, http.client.HTTPException) as error:
-                self._drop_connection()
-                if reused and isinstance(error, _DROPPED):
-                    continue  # the server closed an idle keep-alive connection: a new one, at once
-                problem = _describe(error)
-            else:
-                if response.status < 400:
-                    try:
-                        decoded = json.loads(data)
-                    except ValueError as error:
-                        raise RemoteMismatch(
-                            f"{self.url}{path} answered something that is not JSON: is it a model server?"
-                        ) from error
-                    with self._lock:
-                        self.profile.requests += 1
-                        self.profile.http_s += answered - began
-                        self.profile.parse_s += time.perf_counter() - answered
-                        self.profile.bytes += len(data)
-                    return decoded
-                problem = self._refusal(path, response.status, data)
-            attempt += 1
-            if attempt == tries:
-                raise RemoteUnavailable(
-                    f"{self.server_name} {problem} after {tries} tries -- suggestions resume when it answers"
-                )
-            time.sleep(self.options.backoff_s * 2 ** (attempt - 1))
-
-    def _headers(self, *, json_body: bool) -> dict[str, str]:
-        headers = {"Content-Type": "application/json"} if json_body else {}
-        if self.options.api_key:
-            headers["Authorization"] = f"Bearer {self.options.api_key}"
-        return headers
-
-    def _refusal(self, path: str, status: int, data: bytes) -> str:
-        """Raise what an error answer means for the client (a refused key, a wrong server or request); for a
-        5xx answer, return what happened, for a retry."""
-        message = _error_message(data)
-        if self.options.api_key:  # a server or proxy that echoes the request must not put the key in a log
-            message = message.replace(self.options.api_key, "****")
-        if status in (401, 403):
-            given = "this client's key" if self.options.api_key else "requests without a key"
-            raise RemoteRefused(f"{self.server_name} refused {given} (HTTP {status} {message}) -- {WHERE_THE_KEY_GOES}")
-        if status == 404:
-            raise RemoteMismatch(f"{self.url} has no {path} ({message}): is it a model server?")
-        if status < 500:
-            raise RemoteMismatch(f"{self.server_name} refused {path}: HTTP {status} {message}", message)
-        return f"answered HTTP {status} ({message})"
-
-    def _connection(self) -> http.client.HTTPConnection:
-        """This thread's keep-alive connection."""
-        connection = getattr(self._local, "connection", None)
-        if connection is None:
-            connection = self._local.connection = self._new_connection()
-        return connection
-
-    def _new_connection(self) -> http.client.HTTPConnection:
-        if self._https:
-            return http.client.HTTPSConnection(self._host, self._port, timeout=self.options.timeout_s,
-                                               context=self._tls)
-        return http.client.HTTPConnection(self._host, self._port, timeout=self.options.timeout_s)
-
-    def _drop_connection(self) -> None:
-        connection = getattr(self._local, "connection", None)
-        if connection is not None:
-            connection.close()
-            self._local.connection = None
-
-
-def _hang_up(connection: http.client.HTTPConnection) -> None:
-    """Close a connection whose answer is still streaming: the server sees it closed and stops, and a thread
-    blocked reading it wakes up."""
-    if connection.sock is not None:
-        try:
-            connection.sock.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
-    connection.close()
-
-
-def _tls_context(ca_file: str | None) -> ssl.SSLContext:
-    """Verification against the system's certificate authorities, and those of ``ca_file`` where one is named."""
-    context = ssl.create_default_context()
-    if ca_file:
-        try:
-            context.load_verify_locations(cafile=os.path.expanduser(ca_file))
-        except (OSError, ssl.SSLError) as error:
-            raise ModelError(f"remoteCaFile {ca_file!r} cannot be read as PEM certificates ({error})") from error
-    return context
+        """One JSON request (`cpc.connection.ServerConnection.request`), its cost in `profile`."""
+        exchange = self.server.request(method, path, body)
+        with self._lock:
+            self.profile.requests += 1
+            self.profile.http_s += exchange.http_s
+            self.profile.parse_s += exchange.parse_s
+            self.profile.bytes += exchange.bytes
+        return exchange.answer
 
 
 def _loose(ids: np.ndarray, logprobs: np.ndarray, needed: np.ndarray, bound: Bound, n_vocab: int) -> bool:
@@ -860,31 +696,3 @@ def _loose(ids: np.ndarray, logprobs: np.ndarray, needed: np.ndarray, bound: Bou
     given = unknown * min(bound.rest / (n_vocab - bound.k), bound.kth)
     error = max(given, possible - given)
     return error > WIDEN_TOLERANCE * (float(np.exp(logprobs[known]).sum()) + given)
-
-
-_DROPPED = (ConnectionResetError, BrokenPipeError, http.client.RemoteDisconnected, http.client.BadStatusLine)
-
-
-def _describe(error: BaseException) -> str:
-    if isinstance(error, ConnectionRefusedError):
-        return "refused the connection (is it running?)"
-    if isinstance(error, _DROPPED):
-        return "dropped the connection mid-request (did it stop?)"
-    if isinstance(error, socket.gaierror):
-        return f"cannot be found ({error.strerror})"
-    return f"failed: {error}"
-
-
-def _error_message(data: bytes) -> str:
-    """The message of an error answer: llama-server's ``{"error": {"message": ...}}``, vLLM's
-    ``{"object": "error", "message": ...}``, FastAPI's ``{"detail": ...}``; else the text."""
-    try:
-        answer = json.loads(data)
-    except ValueError:
-        return data[:200].decode("utf-8", "replace")
-    if not isinstance(answer, dict):
-        return str(answer)[:200]
-    error = answer.get("error", answer)
-    if isinstance(error, dict):
-        return str(error.get("message") or error.get("detail") or error)
-    return str(error)
