@@ -224,6 +224,9 @@ class Foresight:
         >>> foresight = Foresight.after(at("x = "), "1", Window.at)
         >>> [foresight.wanted(at(p), at(p)) for p in ("x = ", "x = 1", "x = 1\\n    ", "x = 2", "x = 1\\ny\\n")]
         [True, True, True, False, False]
+        >>> closed = Foresight.after(_example("def f(a", ")\\n"), ", b):", Window.at)  # it takes in the ")"
+        >>> [closed.wanted(c, c) for c in (_example("def f(a, b", ")\\n"), _example("def f(a, b):\\n", "\\n"))]
+        [True, True]
         """
         if newest is None or last is None or last.uri != newest.uri:
             return False
