@@ -50,8 +50,12 @@ class TLSProxy:
             client.close()
             return
         server = socket.create_connection(self.upstream)
-        threading.Thread(target=_pipe, args=(server, secure), daemon=True).start()
+        back = threading.Thread(target=_pipe, args=(server, secure), daemon=True)
+        back.start()
         _pipe(secure, server)
+        back.join()
+        for end in (secure, server):  # closed once neither direction's thread uses them
+            end.close()
 
     def close(self) -> None:
         self._closed.set()
@@ -65,7 +69,11 @@ class TLSProxy:
 
 
 def _pipe(source: socket.socket, target: socket.socket) -> None:
-    """Copy ``source`` to ``target`` until either end closes; then close both."""
+    """Copy ``source`` to ``target`` until either end closes; then shut both down, which ends the other
+    direction's copy too. Neither is closed here: a socket closed while the other thread still reads or writes
+    it frees its descriptor, a connection the test opens meanwhile (to the server, without the proxy) can be
+    given the same number, and that thread then reads or writes the test's connection (llama-server answered
+    such a connection HTTP 400, a bare request line spoilt)."""
     try:
         while data := source.recv(65536):
             target.sendall(data)
@@ -74,6 +82,6 @@ def _pipe(source: socket.socket, target: socket.socket) -> None:
     finally:
         for end in (source, target):
             try:
-                end.close()
+                end.shutdown(socket.SHUT_RDWR)
             except OSError:
                 pass
