@@ -381,17 +381,18 @@ def paced_summary(trials: list[dict]) -> dict:
 PAIRS_FILES = "<stdlib>/[a-m]*.py"
 
 
-def pairs_lines(files: str, count: int, seed: int) -> list[tuple[str, str, str]]:
+def pairs_lines(model: str, files: str, count: int, seed: int) -> list[tuple[str, str, str]]:
     """(file, text before, line) per line to type: real lines an editor's pairs touch (`harness.bench.closers`),
-    each typed from its indentation's end at the end of its file's text before it, and closed by its end."""
+    each typed from its indentation's end at the end of its file's text before it, and closed by its end. ASCII
+    lines only: the answers' positions are UTF-16 units, read here as characters (`pairs_typing`)."""
     session = CompletionSession()
-    session.load(EngineSettings("default", threads=1))
+    session.load(EngineSettings(model, threads=1))
     lines = []
     for case in development_cases(session.engine, files, count * 3, seed, "long", "closers"):
         start = case.prefix.rfind("\n") + 1
         line = (case.prefix[start:] + case.line_rest).lstrip()
         before = case.prefix[: len(case.prefix) - len(case.prefix[start:].lstrip())]
-        if auto_closed(line) == "" and all(line != seen for _, _, seen in lines):
+        if line.isascii() and auto_closed(line) == "" and all(line != seen for _, _, seen in lines):
             lines.append((case.file, before, line))
     return lines[:count]
 
@@ -487,7 +488,7 @@ def run(model: str, chars: int, parts: tuple[str, ...] = PARTS, threads: int = 0
         trials = asyncio.run(paced_typing(model, shipped))
         result["paced"] = paced_summary(trials) | {"per_trial": trials}
     if "pairs" in parts:
-        trials = asyncio.run(pairs_typing(model, shipped, pairs_lines(PAIRS_FILES, pairs, 1)))
+        trials = asyncio.run(pairs_typing(model, shipped, pairs_lines(model, PAIRS_FILES, pairs, 1)))
         result["pairs"] = pairs_summary(trials) | {"per_trial": trials}
     if "typing" in parts:
         runs = [typing_stretches(model, chars, {**shipped, "debounceMs": 0}) for _ in range(repeat)]

@@ -118,7 +118,7 @@ def apply(text: str, item: types.InlineCompletionItem) -> str:
     assert start.line == end.line
     line = lines[start.line]
     inserted = iter(item.insert_text)
-    assert all(char in inserted for char in line[start.character : end.character])
+    assert line[start.character : end.character] and all(char in inserted for char in line[start.character : end.character])
     lines[start.line] = line[: start.character] + item.insert_text + line[end.character :]
     return "\n".join(lines)
 
@@ -195,12 +195,14 @@ async def test_a_closer_typed_over_is_answered_from_the_cache(client: LanguageCl
     rest = item.insert_text[character - item.range.start.character :]
     typed = rest[: rest.index('"')]  # up to the closing quote, then over it
     insert(client, uri, 2, line, character, typed)
-    typed_text = text.replace('"__ma"', f'"__ma{typed}"')
+    cursor = character + len(typed) + 1
     before = await status(client)
-    again = (await inline(client, uri, line, character + len(typed) + 1)).items[0]
+    again = (await inline(client, uri, line, cursor)).items[0]
     after = await status(client)
     assert after.from_cache == before.from_cache + 1 and after.from_model == before.from_model
-    assert apply(typed_text, again).split("\n")[line] == apply(text, item).split("\n")[line] == 'if __name__ == "__main__":'
+    assert again.range.start == again.range.end == types.Position(line, cursor)  # nothing typed of a word: inserted
+    typed_line = f'if __name__ == "__ma{typed}"'
+    assert typed_line + again.insert_text == apply(text, item).split("\n")[line] == 'if __name__ == "__main__":'
 
 
 async def test_typing_the_suggestion_is_answered_from_cache(client: LanguageClient):
@@ -275,7 +277,7 @@ async def test_a_storm_of_keystrokes_keeps_only_the_newest_request(client: Langu
         pending.append(asyncio.ensure_future(request))
         await asyncio.sleep(0.01)
     started = time.perf_counter()
-    state = await status(client)  # answered while the model works: didChange and requests are not blocked
+    await status(client)  # answered while the model works: didChange and requests are not blocked
     assert time.perf_counter() - started < 0.5
     results = await asyncio.gather(*pending)
     assert results[-1].items and results[-1].items[0].insert_text.startswith("break_on_hyph")
