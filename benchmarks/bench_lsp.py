@@ -54,7 +54,7 @@ The next-line part (``--only next-line``) accepts a whole-line suggestion
 and presses Enter (`next_line_scenario`): it reports how long the next
 line's suggestion takes to show after the Enter, and whether the suggestion
 cache answered it (the server foresees the next line after an answer that
-ends its line: `lsp_server.requests.Foresight`).
+ends its line: `lsp_server.cursor.Foresight`).
 """
 
 from __future__ import annotations

@@ -69,7 +69,6 @@ import asyncio
 import itertools
 import logging
 import math
-import re
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -77,15 +76,10 @@ from concurrent.futures import Executor, Future
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
-from lsprotocol import types
-from pygls.exceptions import JsonRpcInvalidParams
 from pygls.workspace import Workspace
 
-from cpc.session import (
-    MODEL_SERVER_ERRORS, Answer, Cancelled, CompletionSession, FusionWeights, Options, Window, answer_key,
-    replaced_after,
-)
-from lsp_server.documents import character_index
+from cpc.session import MODEL_SERVER_ERRORS, Answer, Cancelled, CompletionSession, FusionWeights, Options, answer_key
+from lsp_server.cursor import Cursor, Foresight
 from lsp_server.extensions import SUGGESTION_READY
 from lsp_server.progress import call_soon, settle, settle_from
 from lsp_server.settings import Settings
@@ -100,140 +94,7 @@ WARM_IDLE_S = 0.25
 RELEASE_IDLE_S = 2.0
 """How long the editor must be quiet before the worker gives the memory that requests freed back to the system:
 a pause, not the gap between two keys, so that a burst of typing reuses it instead."""
-_WORD_BEFORE = re.compile(r"\w+$")
-_LONGEST_WORD = 256
 log = logging.getLogger("cpc-lsp.requests")
-
-
-WindowAt = Callable[[str, int], Window]
-"""The engine's window at an offset of a document (`cpc.session.CompletionSession.window`)."""
-
-
-@dataclass(frozen=True)
-class Cursor:
-    """A position in an open document: the document's text (held, not copied), the offset, and the window the
-    engine reads there, which is what requests compare."""
-
-    uri: str
-    document: str
-    offset: int
-    """The cursor's character offset into ``document``."""
-    window: Window
-    word: str
-    """The part of the identifier before the cursor: suggestions replace it, so they start with it."""
-    replace: types.Range
-    """From the start of ``word`` to the cursor, in the client's units."""
-
-    def range_for(self, text: str) -> types.Range:
-        """What an answer ``text`` replaces: ``word``, and the closers after the cursor that the text takes in
-        (`cpc.session.replaced_after`: ASCII, one unit each in any of the client's encodings).
-
-        >>> cursor = _example('print("Hi, ', '")')
-        >>> [cursor.range_for(text).end.character for text in ('" + name)', "there")]
-        [13, 11]
-        """
-        end = self.replace.end
-        return types.Range(self.replace.start, types.Position(end.line, end.character + replaced_after(text, self.window.suffix)))
-
-    @classmethod
-    def at(cls, workspace: Workspace, uri: str, position: types.Position, window_at: WindowAt) -> Cursor:
-        """The cursor at ``position``; a clear error for an unknown document or a position off the text."""
-        document = workspace.text_documents.get(uri)
-        if document is None:
-            raise JsonRpcInvalidParams(f"unknown document {uri}: it was never opened (textDocument/didOpen)")
-        lines = document.lines  # LSP's lines: see lsp_server.documents
-        line, character = position.line, position.character
-        if line > len(lines) or (line == len(lines) and character > 0) or line < 0 or character < 0:
-            raise JsonRpcInvalidParams(f"position {line}:{character} is outside {uri} ({len(lines)} lines)")
-        text = lines[line].rstrip("\r\n") if line < len(lines) else ""
-        column, exact = character_index(text, character, workspace.position_codec)
-        if not exact:
-            raise JsonRpcInvalidParams(
-                f"position {line}:{character} is past the end of line {line} or splits a character "
-                f"(positions count {workspace.position_encoding} code units)"
-            )
-        start = sum(len(previous) for previous in lines[:line]) + column
-        source = document.source
-        # in a bounded window: over a whole line `\w+$` is quadratic in its runs of word characters (minified code)
-        word = _WORD_BEFORE.search(text, max(0, column - _LONGEST_WORD), column)
-        word_text = word.group() if word else ""
-        units = workspace.position_codec.client_num_units(text[: column - len(word_text)])
-        return cls(
-            uri=uri,
-            document=source,
-            offset=start,
-            window=window_at(source, start),
-            word=word_text,
-            replace=types.Range(start=types.Position(line, units), end=types.Position(line, character)),
-        )
-
-    def typed_on_by(self, newer: Cursor) -> bool:
-        """Whether ``newer`` is this cursor after typing on (on the same line): an answer for this
-        one may start with what was typed, and then answers ``newer`` from the suggestion cache.
-
-        >>> sel, self_w, se = (_example(text, ")") for text in ("f(sel", "f(self.w", "f(se"))
-        >>> sel.typed_on_by(self_w), sel.typed_on_by(se)
-        (True, False)
-        >>> _example("print", "\\n").typed_on_by(_example('print("', '")\\n'))  # the editor closed the pairs
-        True
-        """
-        typed = newer.window.typed_on_from(self.window)
-        return newer.uri == self.uri and typed is not None and len(typed) <= _LONGEST_WORD and "\n" not in typed
-
-    def typed_since(self, newer: Cursor) -> str:
-        """What ``newer`` has before it past this cursor: the characters typed on, when `typed_on_by`.
-
-        >>> _example("f(sel", ")").typed_since(_example("f(self.w", ")"))
-        'f.w'
-        """
-        return newer.window.prefix[len(self.window.prefix):]
-
-
-@dataclass(frozen=True)
-class Foresight:
-    """The next line foreseen after an answer that ends its line: the cursor answered (``start``) and the
-    cursor after its first text and a line break (``target``), where the next suggestion is prepared."""
-
-    start: Cursor
-    target: Cursor
-
-    @classmethod
-    def after(cls, cursor: Cursor, text: str, window_at: WindowAt) -> Foresight | None:
-        """The foresight for ``text`` answered at ``cursor``, or None when the cursor's line goes on after it.
-
-        >>> Foresight.after(_example("    x = ma", "\\r\\nreturn x"), "x(a, b)", Window.at).target.window
-        Window(prefix='    x = max(a, b)\\r\\n', suffix='\\r\\nreturn x')
-        >>> Foresight.after(_example("f(ma", ")\\n"), "x", Window.at)  # the line goes on: none
-        >>> Foresight.after(_example("def f(a", ")\\nreturn x"), ", b):", Window.at).target.window  # takes in ")"
-        Window(prefix='def f(a, b):\\n', suffix='\\nreturn x')
-        """
-        replaced = replaced_after(text, cursor.window.suffix)
-        suffix = cursor.window.suffix[replaced:]
-        line_end = "\r\n" if suffix.startswith("\r\n") else "\n"
-        if not text or "\n" in text or not (suffix == "" or suffix.startswith(line_end)):
-            return None
-        document = cursor.document[: cursor.offset] + text + line_end + cursor.document[cursor.offset + replaced :]
-        offset = cursor.offset + len(text) + len(line_end)
-        return cls(cursor, replace(cursor, document=document, offset=offset, window=window_at(document, offset), word=""))
-
-    def wanted(self, newest: Cursor | None, last: Cursor | None) -> bool:
-        """Whether the document's newest request (``newest``; ``last``, the newest of all) still leads to the
-        target: on the way there (the answer typed through, or accepted) or typed on from it.
-
-        >>> at = lambda prefix: _example(prefix, "\\n")
-        >>> foresight = Foresight.after(at("x = "), "1", Window.at)
-        >>> [foresight.wanted(at(p), at(p)) for p in ("x = ", "x = 1", "x = 1\\n    ", "x = 2", "x = 1\\ny\\n")]
-        [True, True, True, False, False]
-        >>> closed = Foresight.after(_example("def f(a", ")\\n"), ", b):", Window.at)  # it takes in the ")"
-        >>> [closed.wanted(c, c) for c in (_example("def f(a, b", ")\\n"), _example("def f(a, b):\\n", "\\n"))]
-        [True, True]
-        """
-        if newest is None or last is None or last.uri != newest.uri:
-            return False
-        if self.target.window.prefix.startswith(newest.window.prefix):
-            return newest.window.typed_on_from(self.start.window) is not None
-        typed = newest.window.typed_on_from(self.target.window)
-        return typed is not None and "\n" not in typed
 
 
 class Loading:
@@ -706,13 +567,3 @@ class Requests:
                 self.counts["warmed"] += 1
 
         self.worker.submit(work)
-
-
-def _example(prefix: str, suffix: str) -> Cursor:
-    """A cursor between ``prefix`` and ``suffix`` of a document, for the examples above."""
-    line, column = prefix.count("\n"), len(prefix) - (prefix.rfind("\n") + 1)  # ASCII examples: a unit a character
-    word = _WORD_BEFORE.search(prefix[len(prefix) - column :])
-    word_text = word.group() if word else ""
-    replaced = types.Range(types.Position(line, column - len(word_text)), types.Position(line, column))
-    return Cursor("file:///a.py", prefix + suffix, len(prefix), Window.at(prefix + suffix, len(prefix)), word_text,
-                  replaced)

@@ -33,12 +33,13 @@ from pygls.exceptions import JsonRpcInvalidParams
 
 from cpc.session import CompletionSession, ModelError
 from lsp_server import logs
+from lsp_server.cursor import Cursor
 from lsp_server.documents import edit_end, use_lsp_documents
 from lsp_server.extensions import DOCUMENT_TEXT, GROWTH_CAPABILITY, STATUS, SUGGESTION_READY, declares_growth
 from lsp_server.reading import CorpusFeeder
 from lsp_server.progress import ProgressBar
 from lsp_server.protocol import CheckedLanguageServer
-from lsp_server.requests import Cursor, Loading, Requests
+from lsp_server.requests import Loading, Requests
 from lsp_server.settings import Settings
 
 __all__ = ["CPCServer", "DOCUMENT_TEXT", "GROWTH_CAPABILITY", "STATUS", "SUGGESTION_READY", "build_server"]
