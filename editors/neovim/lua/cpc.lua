@@ -29,6 +29,8 @@ M.editor_defaults = {
   progress = true, -- echo the server's model-loading progress
   keymaps = {
     accept = '<Tab>', -- insert mode: accept the suggestion, else the key itself
+    accept_word = '<M-Right>', -- insert mode: accept its next word, else the key itself
+    accept_line = '<M-C-Right>', -- insert mode: accept the rest of its line, else the key itself
     next = '<M-n>', -- insert mode: next suggestion (needs items > 1)
     prev = '<M-p>', -- insert mode: previous suggestion
   },
@@ -138,15 +140,95 @@ function M.apply(item, bufnr)
   return true
 end
 
---- Accept the shown suggestion (M.apply); when there is none, or it is out of
---- date, feed `fallback` (a key in 'keycodes' notation) instead.
+--- A word's characters for accept-word: ASCII letters, digits, `_`, and the
+--- bytes of any other UTF-8 character.
+local WORD = '[%w_\128-\255]'
+
+--- What accept-word or accept-line takes of `rest`, the suggestion's text after
+--- the characters already in the buffer: for 'word', blanks and then a run of
+--- word characters or a run of other characters (`join(path, name)` gives
+--- `join`, `(`, `path`, `,`, ` name`, `)`); for 'line', up to its line's end
+--- (from a line break: the break and the next line).
+---@param rest string
+---@param unit 'word'|'line'
+---@return string
+function M.next_part(rest, unit)
+  if unit == 'line' then
+    local line_end = rest:find('\n', 2, true)
+    return line_end and rest:sub(1, line_end - 1) or rest
+  end
+  return rest:match('^%s*' .. WORD .. '+') or rest:match('^%s*[^%s%w_\128-\255]+') or rest
+end
+
+--- Neovim's inline completion state of a buffer (nil where this Neovim's
+--- inline completion has none: the calls on it are not public).
+local function completor_of(bufnr)
+  local ok, capability = pcall(require, 'vim.lsp._capability')
+  local inline = ok and capability.all and capability.all.inline_completion
+  return inline and inline.active[bufnr]
+end
+
+--- Accept the next word or the rest of the line of a suggestion (M.next_part)
+--- at the cursor, and show the rest of it at once: Neovim would show nothing
+--- until its next answer (200 ms after the cursor moves), so the item is shown
+--- again from where the accepted part ends and the server is asked at once
+--- (its suggestion cache answers). The whole rest, and a suggestion that
+--- does not start at the cursor's line, are accepted with M.apply. Returns
+--- false, changing nothing, when the characters typed since disagree with it.
+---@param item vim.lsp.inline_completion.Item
+---@param unit 'word'|'line'
+---@param bufnr? integer
+---@return boolean applied
+function M.apply_part(item, unit, bufnr)
+  if bufnr == nil or bufnr == 0 then
+    bufnr = vim.api.nvim_get_current_buf()
+  end
+  local text = item.insert_text
+  local win = vim.fn.bufwinid(bufnr)
+  local cursor = vim.api.nvim_win_get_cursor(win)
+  local row, col = cursor[1] - 1, cursor[2]
+  local start = item.range and item.range.start or { row = row, col = col }
+  if type(text) ~= 'string' or start.row ~= row or col < start.col then
+    return M.apply(item, bufnr)
+  end
+  local line = vim.api.nvim_buf_get_lines(bufnr, row, row + 1, false)[1] or ''
+  local typed = line:sub(start.col + 1, col)
+  if not vim.startswith(text, typed) then
+    return false
+  end
+  local rest = text:sub(#typed + 1)
+  local part = M.next_part(rest, unit)
+  if part == rest then
+    return M.apply(item, bufnr)
+  end
+  local lines = vim.split(part, '\n', { plain = true })
+  vim.api.nvim_buf_set_text(bufnr, row, col, row, col, lines)
+  vim.api.nvim_win_set_cursor(win, { row + #lines, (#lines == 1 and col or 0) + #lines[#lines] })
+  local completor = completor_of(bufnr)
+  if completor and completor.select and completor.request then
+    completor:select(item._index or 1)
+    completor:request(vim.lsp.protocol.InlineCompletionTriggerKind.Automatic)
+  end
+  return true
+end
+
+--- Accept the shown suggestion (M.apply; with `unit`, its next word or the
+--- rest of its line: M.apply_part); when there is none, or it is out of date,
+--- feed `fallback` (a key in 'keycodes' notation) instead.
 ---@param fallback string
+---@param unit? 'word'|'line'
 ---@return function expr mapping
-function M.accept_or(fallback)
+function M.accept_or(fallback, unit)
   return function()
     local shown = vim.lsp.inline_completion.get({
       on_accept = function(item)
-        if not M.apply(item) then
+        local applied
+        if unit then
+          applied = M.apply_part(item, unit)
+        else
+          applied = M.apply(item)
+        end
+        if not applied then
           vim.api.nvim_feedkeys(vim.keycode(fallback), 'n', false)
         end
       end,
@@ -159,12 +241,14 @@ local function set_keymaps(keymaps)
   if not keymaps then
     return
   end
-  if keymaps.accept then
-    vim.keymap.set('i', keymaps.accept, M.accept_or(keymaps.accept), {
-      expr = true,
-      replace_keycodes = true,
-      desc = 'cpc: accept the inline completion',
-    })
+  for key, unit in pairs({ accept = false, accept_word = 'word', accept_line = 'line' }) do
+    if keymaps[key] then
+      vim.keymap.set('i', keymaps[key], M.accept_or(keymaps[key], unit or nil), {
+        expr = true,
+        replace_keycodes = true,
+        desc = 'cpc: accept the inline completion' .. (unit and (' (its next ' .. unit .. ')') or ''),
+      })
+    end
   end
   if keymaps.next then
     vim.keymap.set('i', keymaps.next, function()
@@ -262,9 +346,7 @@ function M.on_suggestion_ready(_, params, ctx)
   if here.line ~= params.position.line or here.character ~= params.position.character then
     return
   end
-  local ok, capability = pcall(require, 'vim.lsp._capability')
-  local inline = ok and capability.all and capability.all.inline_completion
-  local completor = inline and inline.active[bufnr]
+  local completor = completor_of(bufnr)
   if completor and completor.request then
     completor:request(vim.lsp.protocol.InlineCompletionTriggerKind.Automatic)
   end
