@@ -164,6 +164,52 @@ def folder_files(
     yield from walk.files([os.path.abspath(os.fspath(folder)) for folder in folders])
 
 
+def folder_file(
+    folders: Iterable[str | os.PathLike[str]], path: str | os.PathLike[str], limits: ReadLimits = ReadLimits()
+) -> FolderFile | None:
+    """The file at ``path`` as `folder_files` would read it from ``folders``, read now; None when no folder
+    holds it or the walk would pass it over (ignored by git, in a version-control folder or under a symbolic
+    link, not a regular text file within ``limits.max_file_bytes``, gone). For a file saved, created or
+    changed after a walk.
+
+        >>> import tempfile
+        >>> folder = tempfile.TemporaryDirectory()
+        >>> root = Path(folder.name)
+        >>> _ = (root / ".gitignore").write_text("build/\\n")
+        >>> (root / "build").mkdir(); _ = (root / "build" / "out.py").write_text("x = 1\\n")
+        >>> (root / "pkg").mkdir(); _ = (root / "pkg" / "util.py").write_text("HELPER = 2\\n")
+        >>> [folder_file([root], root / name) for name in ("build/out.py", "pkg/util.py", "gone.py")]
+        [None, FolderFile(path=PosixPath('...pkg/util.py'), text='HELPER = 2\\n'), None]
+        >>> folder.cleanup()
+    """
+    path = os.path.abspath(os.fspath(path))
+    for root in (os.path.abspath(os.fspath(folder)) for folder in folders):
+        rel = os.path.relpath(path, root)
+        if rel == os.curdir or rel.split(os.sep)[0] == os.pardir or not _reached(root, rel.split(os.sep)):
+            continue
+        outcome = _read_text(path, limits, ReadReport(), set())
+        return FolderFile(Path(path), outcome[0]) if isinstance(outcome, tuple) else None
+    return None
+
+
+def _reached(root: str, names: list[str]) -> bool:
+    """Whether the walk from ``root`` reaches the file at the relative path ``names`` (directories that are
+    not links, none ignored or version-control metadata, and the file not ignored), as `_Walk.files` decides."""
+    directory, path = _Dir(root, "", _layers_above(root)), root
+    for depth, name in enumerate(names):
+        present = {marker for marker in (".git", ".gitignore") if os.path.lexists(os.path.join(path, marker))}
+        layers = _directory_layers(directory, path, present)
+        rel = "/".join(names[: depth + 1])
+        is_dir = depth < len(names) - 1
+        path = os.path.join(path, name)
+        if name in VCS_DIRS or _ignored(layers, rel, is_dir):
+            return False
+        if is_dir and (os.path.islink(path) or not os.path.isdir(path)):
+            return False
+        directory = _Dir(root, rel, layers)
+    return True
+
+
 class _Walk:
     """One breadth-first walk of `folder_files`: its caps, its progress and its report."""
 

@@ -21,7 +21,8 @@ Fusion (`cpc.fusion`): the session owns a `ProjectCorpus` built
 with the engine (it counts in the engine's token ids, so it is built again
 when the model is), fed the open documents (`update_document`, on the worker
 thread: only changed lines are counted again) and the workspace folders'
-files (`read_folders`, on a background thread). ``complete(...,
+files (`read_folders`, on a background thread; a file saved, created,
+changed or deleted since is read again alone: `reread_files`). ``complete(...,
 fusion=FusionWeights())`` fuses it into every token choice; without
 ``fusion`` a completion is exactly what it was without one.
 
@@ -44,12 +45,13 @@ import os
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 from cpc.engine import Engine
-from cpc.folder_files import ReadLimits, ReadProgress, ReadReport, folder_files
+from cpc.folder_files import ReadLimits, ReadProgress, ReadReport, folder_file, folder_files
 from cpc.fusion import FusionWeights, ProjectCorpus
 from cpc.generate import MODES, Options, generate, warm
 from cpc.lm import DEFAULT_CONTEXT_SIZE, Cancelled
@@ -362,6 +364,38 @@ class CompletionSession:
             finally:
                 self._files_read = (corpus, read if complete else earlier | read)
         return report
+
+    def reread_files(
+        self, folders: Sequence[str | os.PathLike[str]], paths: Iterable[str | os.PathLike[str]],
+        limits: ReadLimits = ReadLimits(),
+    ) -> int:
+        """Read these files of ``folders`` again, as `read_folders` would read them now: each is counted
+        anew, added (within ``limits.max_files``), or dropped when the walk would pass it over or it is
+        gone. For files saved, created, changed or deleted after a reading; nothing happens before
+        `read_folders` has read into the corpus. Returns how many files changed in the corpus. Call it on
+        a background thread, as `read_folders` (one n-gram commit for them all).
+        """
+        with self._read_lock:
+            corpus = self.corpus
+            held, read = self._files_read
+            if corpus is None or held is not corpus:
+                return 0
+            changed = 0
+            for path in paths:
+                file = folder_file(folders, path, limits)
+                key = str(Path(os.path.abspath(os.fspath(path))))
+                if file is not None and (key in read or len(read) < limits.max_files):
+                    corpus.add_file(key, file.text)
+                    read.add(key)
+                elif file is None and key in read:
+                    corpus.remove_file(key)
+                    read.discard(key)
+                else:
+                    continue
+                changed += 1
+            if changed:
+                corpus.commit()
+        return changed
 
     def corpus_stats(self) -> dict[str, Any] | None:
         """`ProjectCorpus.stats` of the corpus, from any thread (None before the model loads)."""

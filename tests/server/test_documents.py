@@ -20,10 +20,11 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from lsprotocol import types
 from pygls.workspace.position_codec import PositionCodec
-from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
+from pytest_lsp import LanguageClient, client_capabilities
 
 from lsp_server import documents
 from lsp_server.documents import LSPTextDocument, lsp_lines
+from tests.support.editor_client import editor_config
 from tests.support.strategies import code_text, examples
 from tests.server.test_lsp import wait_until_loaded
 
@@ -159,7 +160,7 @@ thread: llama.cpp's threads wait for each other, ten times slower when the cores
 _uris = (f"file:///sync/{n}.py" for n in itertools.count())
 
 
-@pytest_lsp.fixture(scope="module", params=ENCODINGS, config=ClientServerConfig(server_command=SERVER))
+@pytest_lsp.fixture(scope="module", params=ENCODINGS, config=editor_config(SERVER))
 async def client(lsp_client: LanguageClient, request):
     capabilities = client_capabilities("visual-studio-code")
     capabilities.general = types.GeneralClientCapabilities(position_encodings=[request.param])

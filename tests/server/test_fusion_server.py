@@ -16,8 +16,9 @@ from pathlib import Path
 import pytest
 import pytest_lsp
 from lsprotocol import types
-from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
+from pytest_lsp import LanguageClient, client_capabilities
 
+from tests.support.editor_client import editor_config
 from tests.support.lsp_status import status, wait_for_status
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -80,7 +81,7 @@ def project(tmp_path_factory) -> Path:
     return root
 
 
-@pytest_lsp.fixture(scope="module", config=ClientServerConfig(server_command=SERVER))
+@pytest_lsp.fixture(scope="module", config=editor_config(SERVER))
 async def client(lsp_client: LanguageClient, project: Path):
     root = project.as_uri()
     await lsp_client.initialize_session(
@@ -245,3 +246,61 @@ async def test_incremental_edits_count_the_same_as_the_final_text(client: Langua
         edited.workspace.tokens,
         edited.workspace.identifiers,
     )
+
+
+LATER_NAME = "zanzibar_quokka_tally"
+RENAMED = "rotated_octonion_register"
+
+
+def watched(client: LanguageClient, path: Path, change: types.FileChangeType) -> None:
+    client.workspace_did_change_watched_files(
+        types.DidChangeWatchedFilesParams(changes=[types.FileEvent(uri=path.as_uri(), type=change)])
+    )
+
+
+async def spelled_along(client: LanguageClient, uri: str, typed: str, name: str) -> str:
+    """A new document that ends in ``typed``: the suggestion, checked to spell on along ``name`` past
+    ``name``'s first letters that nothing else starts."""
+    open_document(client, uri, f"def use(entries):\n    return {typed}")
+    result = await inline(client, uri, 1, len(f"    return {typed}"))
+    assert result.items, f"a suggestion for `{typed}|`"
+    suggestion = result.items[0].insert_text
+    spelled = suggestion[: len(name)]
+    assert len(spelled) > len(typed) + 1 and name.startswith(spelled), (name, suggestion)
+    return suggestion
+
+
+async def test_files_changed_on_disk_are_read_again(client: LanguageClient, project: Path):
+    """A file created on disk after the reading (the client's file watcher tells), a file edited in the editor,
+    saved and closed, and a file deleted: the corpus follows the disk, and suggestions the new names."""
+    state = await wait_for_status(client, lambda s: s.workspace.state == "ready", "reading the workspace folder", 120)
+    assert [(r.method, r.register_options) for r in client.registrations.values()] == [  # options arrive as JSON
+        ("workspace/didChangeWatchedFiles", {"watchers": [{"globPattern": "**/*"}]})]
+    files, reread = state.workspace.files, state.workspace.reread
+
+    later = project / "later.py"
+    later.write_text(f"def {LATER_NAME}(x):\n    return x\n")
+    watched(client, later, types.FileChangeType.Created)
+    state = await wait_for_status(client, lambda s: s.workspace.reread == reread + 1, "the created file read", 60)
+    assert state.workspace.files == files + 1
+    print(f"\ncreated on disk: {await spelled_along(client, 'file:///fusion/later_use.py', 'zanzibar_qu', LATER_NAME)!r}")
+
+    store = project / "store.py"
+    uri = store.as_uri()
+    open_document(client, uri, STORE)
+    renamed = STORE.replace(DISK_NAME, RENAMED)
+    start = STORE.index(DISK_NAME)
+    line, column = STORE[:start].count("\n"), start - STORE[:start].rfind("\n") - 1
+    edit(client, uri, 2, (line, column), (line, column + len(DISK_NAME)), RENAMED)
+    store.write_text(renamed)
+    client.text_document_did_save(types.DidSaveTextDocumentParams(types.TextDocumentIdentifier(uri)))
+    client.text_document_did_close(types.DidCloseTextDocumentParams(types.TextDocumentIdentifier(uri)))
+    state = await wait_for_status(client, lambda s: s.workspace.reread >= reread + 2, "the saved file read", 60)
+    print(f"saved and closed: {await spelled_along(client, 'file:///fusion/renamed_use.py', 'rotated_oc', RENAMED)!r}")
+
+    later.unlink()
+    watched(client, later, types.FileChangeType.Deleted)
+    state = await wait_for_status(client, lambda s: s.workspace.files == files, "the deleted file dropped", 60)
+    store.write_text(STORE)  # as the other tests of the module found it
+    watched(client, store, types.FileChangeType.Changed)
+    await wait_for_status(client, lambda s: s.workspace.reread >= reread + 4, "the file put back", 60)

@@ -10,10 +10,11 @@ import time
 import pytest
 import pytest_lsp
 from lsprotocol import types
-from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
+from pytest_lsp import LanguageClient, client_capabilities
 
 from lsp_server.requests import RELEASE_IDLE_S
 from lsp_server.server import GROWTH_CAPABILITY, STATUS, SUGGESTION_READY
+from tests.support.editor_client import editor_config
 from tests.support.lsp_status import status, wait_for_status
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -39,7 +40,7 @@ async def wait_until_loaded(client: LanguageClient, timeout: float = 120):
     return await wait_for_status(client, lambda state: state.ready or state.error, "the model load", timeout)
 
 
-@pytest_lsp.fixture(scope="module", config=ClientServerConfig(server_command=[*SERVER, "--model", "default"]))
+@pytest_lsp.fixture(scope="module", config=editor_config([*SERVER, "--model", "default"]))
 async def client(lsp_client: LanguageClient):
     lsp_client.status_notifications = []
     lsp_client.grown = []
@@ -476,7 +477,7 @@ async def test_an_invoked_request_gets_the_whole_line(client: LanguageClient):
 async def test_a_client_that_does_not_ask_again_gets_the_whole_line_however_long_it_takes():
     """Without `GROWTH_CAPABILITY` nothing would ever show the rest of a line answered early: such a
     client (a generic LSP client, a one-shot script) gets each suggestion whole, whatever ``wordBudgetMs``."""
-    client = await ClientServerConfig(server_command=[*SERVER, "--model", "default"]).start()
+    client = await editor_config([*SERVER, "--model", "default"]).start()
     try:
         await client.initialize_session(initialize_params(options={**SETTINGS, "wordBudgetMs": 1}, grows=False))
         await wait_until_loaded(client)
@@ -587,7 +588,7 @@ async def test_a_key_typed_past_a_cut_windows_suggestion_does_not_wait_for_the_w
 
 
 async def test_a_missing_model_is_reported_and_the_server_keeps_serving(tmp_path):
-    config = ClientServerConfig(server_command=[*SERVER, "--model", str(tmp_path / "missing.gguf")])
+    config = editor_config([*SERVER, "--model", str(tmp_path / "missing.gguf")])
     client = await config.start()
     try:
         await client.initialize_session(initialize_params())
@@ -602,7 +603,7 @@ async def test_a_missing_model_is_reported_and_the_server_keeps_serving(tmp_path
 
 
 async def test_utf8_positions_when_the_client_offers_them():
-    client = await ClientServerConfig(server_command=[*SERVER, "--model", "smollm2"]).start()
+    client = await editor_config([*SERVER, "--model", "smollm2"]).start()
     try:
         result = await client.initialize_session(initialize_params(encodings=["utf-8", "utf-16"]))
         assert result.capabilities.position_encoding == types.PositionEncodingKind.Utf8

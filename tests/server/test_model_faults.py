@@ -19,9 +19,10 @@ from pathlib import Path
 import pytest
 import pytest_lsp
 from lsprotocol import types
-from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
+from pytest_lsp import LanguageClient, client_capabilities
 
 from cpc.model_files import resolve_model
+from tests.support.editor_client import editor_config
 from tests.support.lsp_status import status, wait_for_status
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -31,7 +32,7 @@ SETTINGS = {"debounceMs": 0, "maxTokens": 4}
 _documents = itertools.count()
 
 
-@pytest_lsp.fixture(scope="module", config=ClientServerConfig(server_command=[sys.executable, "-m", "lsp_server"]))
+@pytest_lsp.fixture(scope="module", config=editor_config([sys.executable, "-m", "lsp_server"]))
 async def client(lsp_client: LanguageClient):
     capabilities = client_capabilities("visual-studio-code")
     await lsp_client.initialize_session(

@@ -19,11 +19,12 @@ from pathlib import Path
 
 import pytest
 import pytest_lsp
-from pytest_lsp import ClientServerConfig, LanguageClient
+from pytest_lsp import LanguageClient
 
 from cpc.remote import API_KEY_ENV
 from harness.llama_server import LlamaServer, free_port
 from tests.server.test_lsp import inline, initialize_params, open_document, textwrap_case
+from tests.support.editor_client import editor_config
 from tests.support.lsp_status import status, wait_for_status
 
 pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.slow]
@@ -46,7 +47,7 @@ def llama_server():
         yield running
 
 
-@pytest_lsp.fixture(scope="module", config=ClientServerConfig(
+@pytest_lsp.fixture(scope="module", config=editor_config(
     server_command=[sys.executable, "-m", "lsp_server", "--log-file", str(LOG)],
     server_env={**os.environ, API_KEY_ENV: WRONG}))
 async def client(lsp_client: LanguageClient, llama_server):

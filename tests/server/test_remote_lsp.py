@@ -18,9 +18,10 @@ import time
 import pytest
 import pytest_lsp
 from lsprotocol import types
-from pytest_lsp import ClientServerConfig, LanguageClient
+from pytest_lsp import LanguageClient
 
 from harness.llama_server import LlamaServer, free_port
+from tests.support.editor_client import editor_config
 from tests.support.lsp_status import status, wait_for_status
 from tests.server.test_lsp import (
     TEXTWRAP, apply, initialize_params, inline, open_document, textwrap_case, wait_until_loaded,
@@ -35,7 +36,7 @@ _documents = iter(range(1000))
 
 
 @pytest_lsp.fixture(scope="module", params=list(PORTS),
-                    config=ClientServerConfig(server_command=[sys.executable, "-m", "lsp_server"]))
+                    config=editor_config([sys.executable, "-m", "lsp_server"]))
 async def client(lsp_client: LanguageClient, request):
     api = request.param
     settings = SETTINGS | {"model": f"http://127.0.0.1:{PORTS[api]}", "remoteApi": api}

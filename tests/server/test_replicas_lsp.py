@@ -12,11 +12,12 @@ import sys
 import pytest
 import pytest_lsp
 from lsprotocol import types
-from pytest_lsp import ClientServerConfig, LanguageClient
+from pytest_lsp import LanguageClient
 
 from harness.llama_server import LlamaServer, all_running, free_port
 from tests.server.test_lsp import initialize_params, wait_until_loaded
 from tests.server.test_remote_lsp import SETTINGS, complete_width, shown
+from tests.support.editor_client import editor_config
 from tests.support.lsp_status import status
 
 pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.slow]
@@ -30,7 +31,7 @@ def replicas():
         yield running
 
 
-@pytest_lsp.fixture(scope="module", config=ClientServerConfig(server_command=[sys.executable, "-m", "lsp_server"]))
+@pytest_lsp.fixture(scope="module", config=editor_config([sys.executable, "-m", "lsp_server"]))
 async def client(lsp_client: LanguageClient, replicas):
     model = ", ".join(f"http://127.0.0.1:{port}" for port in PORTS)
     await lsp_client.initialize_session(initialize_params(options=SETTINGS | {"model": model}))

@@ -20,8 +20,9 @@ import pytest
 import pytest_asyncio
 from lsprotocol import types
 from pygls.lsp.client import LanguageClient as PlainClient
-from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
+from pytest_lsp import LanguageClient, client_capabilities
 
+from tests.support.editor_client import editor_config
 from tests.support.lsp_status import status
 
 module_loop = pytest.mark.asyncio(loop_scope="module")
@@ -164,7 +165,7 @@ def server_files(tmp_path_factory) -> dict[str, Path]:
 async def client(workspace: Path, server_files):
     """The audited server with a log file, initialized on the workspace, the model loaded."""
     command = [sys.executable, "-c", AUDITED_SERVER, str(server_files["opened"]), "--log-file", str(server_files["log"])]
-    client = await ClientServerConfig(server_command=command).start()
+    client = await editor_config(command).start()
     root = workspace.as_uri()
     try:
         await client.initialize_session(

@@ -143,6 +143,7 @@ end
 --- A word's characters for accept-word: ASCII letters, digits, `_`, and the
 --- bytes of any other UTF-8 character.
 local WORD = '[%w_\128-\255]'
+local NOT_WORD = '[^%s%w_\128-\255]' -- nor a blank
 
 --- What accept-word or accept-line takes of `rest`, the suggestion's text after
 --- the characters already in the buffer: for 'word', blanks and then a run of
@@ -157,7 +158,7 @@ function M.next_part(rest, unit)
     local line_end = rest:find('\n', 2, true)
     return line_end and rest:sub(1, line_end - 1) or rest
   end
-  return rest:match('^%s*' .. WORD .. '+') or rest:match('^%s*[^%s%w_\128-\255]+') or rest
+  return rest:match('^%s*' .. WORD .. '+') or rest:match('^%s*' .. NOT_WORD .. '+') or rest
 end
 
 --- Neovim's inline completion state of a buffer (nil where this Neovim's
