@@ -273,7 +273,7 @@ class CorpusFeeder:
                 log.exception("reading changed files again failed")
             else:
                 job.reread += changed
-                log.debug("read %d changed files again: %d changed in the corpus", len(paths), changed)
+                log.info("workspace: %d changed files read again, %d changed in the corpus", len(paths), changed)
 
     def as_json(self) -> dict[str, Any]:
         """``cpc/status``'s ``workspace``: the corpus's counts, the updates pending, the reading."""

@@ -21,6 +21,9 @@ types while the model loads (after "CPC: Restart Server") and must still get
 its suggestion once the model is ready; its screenshot is kept as
 out/vscode_ghost_text.png (`make screenshots` copies it to docs/). The status
 bar item must say loading and ready, and a click on it must show the log.
+One writes a file into the workspace behind VS Code's back: VS Code's file
+watcher, which the server registered, tells the server, and the name the
+file defines is suggested in another document.
 
 Commands go through the command palette (F1): the keyboard shortcut of
 "Trigger Inline Suggestion" did nothing when sent through the browser.
@@ -115,6 +118,11 @@ GROWING = (
 """A second file, ending in the middle of ``os.path.``: typing ``jo`` there is answered ``in``, then ``in(...``."""
 MAIN_GUARD = "import sys\n\n\ndef main():\n    return 0\n\n\nif __name__ == \n"
 """A third file, ending where ``"__ma`` is typed: VS Code closes the quote, and the line's end comes after it."""
+WATCHED_NAME = "zanzibar_quokka_tally"
+WATCHED = f"def {WATCHED_NAME}(entries):\n    return len(entries)\n"
+"""A file another program writes into the workspace while VS Code runs: its name must reach the suggestions."""
+USES_WATCHED = "def count(entries):\n    return \n"
+"""A fourth file, where ``zanzibar_qu`` is typed after ``return``."""
 
 
 @dataclass
@@ -249,6 +257,7 @@ def vscode(tmp_path_factory) -> Iterator[VSCode]:
     document, original = make_document(workspace)
     (workspace / "paths.py").write_text(GROWING)
     (workspace / "main_guard.py").write_text(MAIN_GUARD)
+    (workspace / "uses_watched.py").write_text(USES_WATCHED)
     server_log = scratch / "cpc-lsp.log"
     code_server_log = scratch / "code-server.log"
     env = dict(
@@ -484,6 +493,29 @@ def test_a_suggestion_takes_in_the_quote_the_editor_closed(vscode: VSCode):
     assert line == 'if __name__ == "__main__":', f"accepted {line!r} (ghost {history})\n{vscode.diagnostics()}"
     saved = document.read_text().split("\n")
     assert saved[:index] == original[:index] and saved[index + 1:-1] == original[index + 1:]
+
+
+def test_a_file_written_on_disk_is_read_for_its_names(vscode: VSCode):
+    """VS Code watches the workspace's files for the server (the server registers ``**/*`` for
+    ``workspace/didChangeWatchedFiles``): a file another program writes is read again, and the name it defines
+    is suggested in an open document."""
+    wait_for_status(vscode, "CPC: ready", SUGGESTION_TIMEOUT_MS / 1000)
+    workspace = vscode.document.parent
+    (workspace / "tally.py").write_text(WATCHED)
+    deadline = time.monotonic() + 60
+    while "changed files read again, 1 changed" not in (vscode.server_log.read_text() if vscode.server_log.exists() else ""):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"the server did not read the new file\n{vscode.diagnostics()}")
+        time.sleep(0.2)
+    document = workspace / "uses_watched.py"
+    original = USES_WATCHED.split("\n")[:-1]
+    index = original.index("    return ")
+    palette(vscode.page, document.name, row=document.name)
+    vscode.page.locator(".tab", has_text=document.name).wait_for(timeout=30_000)
+    type_at(vscode, index, -1, "zanzibar_qu")
+    ghost = wait_for_ghost_text(vscode)
+    line = accept_and_save(vscode, index, document)
+    assert line.startswith("    return " + WATCHED_NAME), f"accepted {line!r} (ghost {ghost!r})\n{vscode.diagnostics()}"
 
 
 def test_the_status_item_opens_the_log(vscode: VSCode):
