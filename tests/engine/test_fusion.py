@@ -6,12 +6,14 @@ import math
 from collections import Counter
 
 from pathlib import Path
+from unittest import mock
 
 import numpy as np
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from cpc import ngram
 from cpc.fusion import MIN_PULL, FusionWeights, ProjectCorpus
 from cpc.identifiers import (
     _ASSIGNMENT, BONUS, MIN_CAP, PENALTY, IdentifierModel, NameCounts, TokenShapes, language_names, names_in,
@@ -84,6 +86,45 @@ def test_file_tables_answer_like_document_counts(lines, data):
     files.commit()
     context = tuple(data.draw(st.lists(st.integers(0, 6), max_size=3)))
     assert files.continuations(context) == document.continuations(context)
+
+
+_FILE_TOKENS = st.lists(st.integers(0, 4), max_size=12)
+
+
+@pytest.mark.parametrize("share", [1.0, 0.0], ids=["changes counted alone", "every commit counts all"])
+@settings(max_examples=examples(60), deadline=None)
+@given(st.dictionaries(st.sampled_from("abcd"), _FILE_TOKENS, max_size=4),
+       st.lists(st.lists(st.tuples(st.sampled_from("abcde"), st.none() | _FILE_TOKENS), max_size=3), max_size=4),
+       st.lists(st.integers(0, 4), max_size=3))
+def test_files_changed_after_a_full_count_answer_like_a_full_count(share, first, rounds, context):
+    """Files added, read again or removed after the full count, committed round after round (counted alone
+    into the side tables, or everything counted again), answer every context as a full count of the files
+    as they are now."""
+    with mock.patch.object(ngram, "REBUILD_SHARE", share):
+        check_commits(first, rounds, context)
+
+
+def check_commits(first: dict[str, list[int]], rounds: list, context: list[int]) -> None:
+    files, now = FileCounts(order=3), dict(first)
+    for path, tokens in first.items():
+        files.add(path, tokens)
+    files.commit()
+    for changes in rounds:
+        for path, tokens in changes:  # None: the file is deleted
+            if tokens is None:
+                files.remove(path)
+                now.pop(path, None)
+            else:
+                files.add(path, tokens)
+                now[path] = tokens
+        files.commit()
+        full = FileCounts(order=3)
+        for path, tokens in now.items():
+            full.add(path, tokens)
+        full.commit()
+        for length in range(len(context) + 1):
+            assert files.continuations(tuple(context[:length])) == full.continuations(tuple(context[:length]))
+        assert files.empty == full.empty
 
 
 @settings(max_examples=examples(200), deadline=None)
