@@ -7,10 +7,10 @@ edits queued meanwhile are coalesced (`queue_document`). It reads the
 client's ``workspaceFolders`` (else ``rootUri``) on a thread of its own,
 with a work-done progress bar; a setting change, a new folder or a model
 load starts that again, and a reading under way for something else is
-cancelled first (`refresh`). A file saved, closed, or changed on disk
-(``workspace/didChangeWatchedFiles``) after the reading is read again
-alone (`files_changed`), so that a name written since counts, and one
-deleted since does not.
+cancelled first (`refresh`). A file closed in the editor, or changed on
+disk (``workspace/didChangeWatchedFiles``) after the reading, is read
+again alone (`files_changed`), so that a name written since counts, and
+one deleted since does not.
 """
 
 from __future__ import annotations
@@ -243,14 +243,18 @@ class CorpusFeeder:
         return f"{report.files} files"
 
     def files_changed(self, uris: Iterable[str]) -> None:
-        """These documents' files changed on disk (saved, closed, created, changed or deleted): once the folders
-        are read, read them again on a thread of their own (`cpc.session.CompletionSession.reread_files`).
+        """These files changed on disk (created, changed or deleted), or their documents closed: once the
+        folders are read, read them again on a thread of their own
+        (`cpc.session.CompletionSession.reread_files`).
 
-        Changes that come while a rereading runs are gathered and read in one more round; before the
-        folders' reading is done, nothing is asked (the reading reads what is on disk).
+        A file open in the editor is not read while it is open (its document is counted edit by edit, and
+        an editor that saves every second would have it read every second), only once it closes. Changes
+        that come while a rereading runs are gathered and read in one more round; before the folders'
+        reading is done, nothing is asked (the reading reads what is on disk).
         """
         job = self.job
-        paths = {to_fs_path(uri) for uri in uris if uri_scheme(uri) == "file"}
+        open_documents = self.workspace().text_documents
+        paths = {to_fs_path(uri) for uri in uris if uri_scheme(uri) == "file" and uri not in open_documents}
         if job.state != "ready" or job.limits is None or not paths:
             return
         with self._pending_lock:

@@ -192,7 +192,7 @@ SETTINGS: tuple[Setting, ...] = (
         "workspaceIndexing", "boolean", True,
         "Read the text files of the workspace folders for fusion, in the background (with `fusion` on): files "
         "git ignores, binaries and files over `workspaceMaxFileBytes` are skipped, no link is followed, nothing "
-        "is run; a file saved or closed in the editor, or changed on disk, is read again.",
+        "is run; a file closed in the editor, or changed on disk, is read again.",
         off=False,
     ),
     Setting(

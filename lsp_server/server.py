@@ -257,10 +257,6 @@ def did_close(ls: CPCServer, params: types.DidCloseTextDocumentParams) -> None:
     ls.feeder.files_changed([params.text_document.uri])  # what is on disk now, saved or not, is the file
 
 
-def did_save(ls: CPCServer, params: types.DidSaveTextDocumentParams) -> None:
-    ls.feeder.files_changed([params.text_document.uri])
-
-
 def did_change_watched_files(ls: CPCServer, params: types.DidChangeWatchedFilesParams) -> None:
     ls.feeder.files_changed(change.uri for change in params.changes)
 
@@ -318,7 +314,6 @@ HANDLERS = (
     (types.TEXT_DOCUMENT_DID_OPEN, None, did_open),
     (types.TEXT_DOCUMENT_DID_CHANGE, None, did_change),
     (types.TEXT_DOCUMENT_DID_CLOSE, None, did_close),
-    (types.TEXT_DOCUMENT_DID_SAVE, types.SaveOptions(include_text=False), did_save),
     (types.WORKSPACE_DID_CHANGE_WATCHED_FILES, None, did_change_watched_files),
     (types.SHUTDOWN, None, shutdown),
     # without InlineCompletionOptions pygls does not advertise the feature, and Neovim never asks for it

@@ -272,7 +272,8 @@ async def spelled_along(client: LanguageClient, uri: str, typed: str, name: str)
 
 async def test_files_changed_on_disk_are_read_again(client: LanguageClient, project: Path):
     """A file created on disk after the reading (the client's file watcher tells), a file edited in the editor,
-    saved and closed, and a file deleted: the corpus follows the disk, and suggestions the new names."""
+    saved and closed (read once it closes), and a file deleted: the corpus follows the disk, and suggestions
+    the new names."""
     state = await wait_for_status(client, lambda s: s.workspace.state == "ready", "reading the workspace folder", 120)
     assert [(r.method, r.register_options) for r in client.registrations.values()] == [  # options arrive as JSON
         ("workspace/didChangeWatchedFiles", {"watchers": [{"globPattern": "**/*"}]})]
@@ -293,9 +294,10 @@ async def test_files_changed_on_disk_are_read_again(client: LanguageClient, proj
     line, column = STORE[:start].count("\n"), start - STORE[:start].rfind("\n") - 1
     edit(client, uri, 2, (line, column), (line, column + len(DISK_NAME)), RENAMED)
     store.write_text(renamed)
-    client.text_document_did_save(types.DidSaveTextDocumentParams(types.TextDocumentIdentifier(uri)))
+    watched(client, store, types.FileChangeType.Changed)  # the save: not read while the document is open
     client.text_document_did_close(types.DidCloseTextDocumentParams(types.TextDocumentIdentifier(uri)))
-    state = await wait_for_status(client, lambda s: s.workspace.reread >= reread + 2, "the saved file read", 60)
+    state = await wait_for_status(client, lambda s: s.workspace.reread >= reread + 2, "the closed file read", 60)
+    assert state.workspace.reread == reread + 2, "the file was read while its document was open"
     print(f"saved and closed: {await spelled_along(client, 'file:///fusion/renamed_use.py', 'rotated_oc', RENAMED)!r}")
 
     later.unlink()
