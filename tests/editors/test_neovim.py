@@ -190,6 +190,7 @@ def test_neovim_accepts_an_inline_completion_inside_a_word(tmp_path):
     assert asked and loaded and asked[0] < loaded[0], f"the first request came after the model was ready\n{diagnostics()}"
     assert any("loading the model" in line for line in report["status_while_typing"]), diagnostics()
     assert "cpc: ready, model" in report["status_after"], diagnostics()
+    assert re.search(r"from the cache\); workspace: [\w ]+, \d+ files", report["status_after"]), diagnostics()
     print(f"completed {TYPED!r} to {identifier!r} (the file had 'width'); line: {line!r}; "
           f"{len(asked)} requests, the first {loaded[0] - asked[0]} ms before the model was ready; "
           f"{report['elapsed_ms']} ms in Neovim")

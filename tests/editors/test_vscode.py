@@ -20,7 +20,8 @@ the text after the cursor is not repeated, and no other line changed. One
 types while the model loads (after "CPC: Restart Server") and must still get
 its suggestion once the model is ready; its screenshot is kept as
 out/vscode_ghost_text.png (`make screenshots` copies it to docs/). The status
-bar item must say loading and ready, and a click on it must show the log.
+bar item must say loading and ready, and a click on it must show the log;
+**CPC: Show Status** must show the server's requests and workspace there.
 One writes a file into the workspace behind VS Code's back: VS Code's file
 watcher, which the server registered, tells the server, and the name the
 file defines is suggested in another document.
@@ -516,6 +517,21 @@ def test_a_file_written_on_disk_is_read_for_its_names(vscode: VSCode):
     ghost = wait_for_ghost_text(vscode)
     line = accept_and_save(vscode, index, document)
     assert line.startswith("    return " + WATCHED_NAME), f"accepted {line!r} (ghost {ghost!r})\n{vscode.diagnostics()}"
+
+
+def test_show_status_reports_the_requests_and_the_workspace(vscode: VSCode):
+    """**CPC: Show Status** puts the server's account in the CPC log and shows it: its requests, how many
+    the suggestion cache answered, and what fusion read of the workspace (the tests before asked and read)."""
+    wait_for_status(vscode, "CPC: ready", SUGGESTION_TIMEOUT_MS / 1000)
+    palette(vscode.page, ">CPC: Show Status", row="CPC: Show Status")
+    panel = vscode.page.locator(".part.panel .monaco-editor .view-lines")
+    try:
+        # (\s: the editor draws spaces as no-break spaces)
+        panel.filter(has_text=re.compile(r"\d+\s+requests:\s+\d+\s+from\s+the\s+model,\s+\d+\s+from\s+the\s+cache")).first.wait_for(
+            timeout=15_000)
+        panel.filter(has_text=re.compile(r"workspace:\s+ready;\s+[1-9]\d*\s+files")).first.wait_for(timeout=15_000)
+    except Exception as error:
+        raise AssertionError(f"the status report did not show: {error}\n{vscode.diagnostics()}")
 
 
 def test_the_status_item_opens_the_log(vscode: VSCode):

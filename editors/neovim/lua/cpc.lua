@@ -300,9 +300,11 @@ function M.describe(status)
     return 'cpc: the model server does not serve: ' .. status.serverError
   elseif state == 'ready' then
     local where = type(status.placement) == 'table' and status.placement.text or nil
-    return ('cpc: ready, model %s%s; %d requests (%d from the model, %d from the cache)'):format(
+    local workspace = type(status.workspace) == 'table' and status.workspace or {}
+    return ('cpc: ready, model %s%s; %d requests (%d from the model, %d from the cache); workspace: %s, %d files%s'):format(
       status.model or '?', where and (' on ' .. where) or '', status.requests or 0, status.from_model or 0,
-      status.from_cache or 0)
+      status.from_cache or 0, workspace.state or '?', workspace.files or 0,
+      (workspace.reread or 0) > 0 and (', %d read again since'):format(workspace.reread) or '')
   elseif state == 'loading' then
     return 'cpc: loading the model; suggestions asked for meanwhile come when it is ready'
   elseif state == 'error' then

@@ -14,7 +14,7 @@ import {
     serverExecutable,
     startFailureMessage,
 } from './settings';
-import { STATUS_METHOD, StatusView, isServerStatus, notRunningView, statusView } from './status';
+import { STATUS_METHOD, ServerReport, StatusView, isServerStatus, notRunningView, statusReport, statusView } from './status';
 import { EditorPlace, SHOW_GROWN_COMMAND, SUGGESTION_READY_METHOD, declareGrowth, isForPlace, isSuggestionReady } from './grow';
 
 let client: LanguageClient | undefined;
@@ -174,6 +174,23 @@ function restart(): Promise<void> {
     return pending;
 }
 
+/** **CPC: Show Status**: the server's own account (`cpc/status`), in the CPC log, shown. */
+async function showServerStatus(): Promise<void> {
+    if (!client?.isRunning()) {
+        output?.warn('The cpc-lsp process is not running: run "CPC: Restart Server".');
+    } else {
+        try {
+            const status = await client.sendRequest<ServerReport>(STATUS_METHOD, {});
+            for (const line of statusReport(status)) {
+                output?.info(line);
+            }
+        } catch (error) {
+            output?.error(`The server did not answer ${STATUS_METHOD}: ${error instanceof Error ? error.message : String(error)}`);
+        }
+    }
+    output?.show(true);
+}
+
 /**
  * **CPC: Set Remote API Key**: the key of a team's model server, kept in VS Code's secret storage (never
  * in a settings file) and handed to the server in its environment; an empty entry removes it. The
@@ -209,6 +226,7 @@ export function activate(context: vscode.ExtensionContext): void {
         statusItem,
         vscode.commands.registerCommand('cpc.restartServer', restart),
         vscode.commands.registerCommand('cpc.showLog', () => output?.show(true)),
+        vscode.commands.registerCommand('cpc.showStatus', showServerStatus),
         vscode.commands.registerCommand('cpc.setRemoteApiKey', setRemoteApiKey),
         vscode.workspace.onDidChangeConfiguration((event) => {
             // Other cpc settings reach the running server through

@@ -70,3 +70,36 @@ export function notRunningView(reason: string): StatusView {
 export function isServerStatus(value: unknown): value is ServerStatus {
     return typeof value === 'object' && value !== null && typeof (value as ServerStatus).state === 'string';
 }
+
+/** The server's `cpc/status` as **CPC: Show Status** reads it: the state, the requests, what fusion has read. */
+export interface ServerReport extends ServerStatus {
+    requests?: number;
+    from_model?: number;
+    from_cache?: number;
+    workspace?: {
+        state?: string;
+        files?: number;
+        bytes?: number;
+        documents?: number;
+        reread?: number;
+    } | null;
+}
+
+/**
+ * **CPC: Show Status**: what the server says of itself, a line each (Neovim's `:CpcStatus` says the same):
+ * its state and model, its requests and how they were answered, and what fusion has read of the workspace.
+ */
+export function statusReport(status: ServerReport): string[] {
+    const count = (value: number | undefined) => value ?? 0;
+    const lines = [statusView(status).tooltip.replace(` ${CLICK}`, '')];
+    if (status.state === 'ready') {
+        lines.push(`${count(status.requests)} requests: ${count(status.from_model)} from the model, ${
+            count(status.from_cache)} from the cache`);
+    }
+    const workspace = status.workspace;
+    if (workspace) {
+        lines.push(`workspace: ${workspace.state ?? '?'}; ${count(workspace.files)} files (${count(workspace.bytes)} bytes)${
+            workspace.reread ? `, ${workspace.reread} read again since` : ''}; ${count(workspace.documents)} open documents`);
+    }
+    return lines;
+}

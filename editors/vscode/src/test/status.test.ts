@@ -1,7 +1,7 @@
 // The status bar item's views of the server states (src/status.ts).
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { isServerStatus, notRunningView, statusView } from '../status';
+import { isServerStatus, notRunningView, statusReport, statusView } from '../status';
 
 describe('status views', () => {
     it('says loading, ready (with the model) and error (with the reason)', () => {
@@ -30,6 +30,20 @@ describe('status views', () => {
         assert.equal(statusView({ state: 'starting' }).kind, 'busy');
         assert.equal(statusView({ state: 'something new' }).text, '$(sync~spin) CPC: starting');
         assert.equal(notRunningView('gone').kind, 'error');
+    });
+
+    it('reports the state, the requests and the workspace, a line each', () => {
+        const report = statusReport({
+            state: 'ready', model: 'gemma', requests: 12, from_model: 5, from_cache: 7,
+            workspace: { state: 'ready', files: 3, bytes: 2048, documents: 2, reread: 1 },
+        });
+        assert.deepEqual(report, [
+            'cpc-lsp is ready: model gemma.',
+            '12 requests: 5 from the model, 7 from the cache',
+            'workspace: ready; 3 files (2048 bytes), 1 read again since; 2 open documents',
+        ]);
+        assert.deepEqual(statusReport({ state: 'loading' }), [
+            'cpc-lsp is loading the model; suggestions asked for meanwhile come when it is ready.']);
     });
 
     it('accepts only objects with a string state as a server status', () => {
