@@ -21,7 +21,9 @@ types while the model loads (after "CPC: Restart Server") and must still get
 its suggestion once the model is ready; its screenshot is kept as
 out/vscode_ghost_text.png (`make screenshots` copies it to docs/). The status
 bar item must say loading and ready, and a click on it must show the log;
-**CPC: Show Status** must show the server's requests and workspace there.
+**CPC: Show Status** must show the server's requests and workspace there,
+and by its counts the keys typed through a suggestion, over the quote VS
+Code closed, must be answered from the server's cache, none by the model.
 One writes a file into the workspace behind VS Code's back: VS Code's file
 watcher, which the server registered, tells the server, and the name the
 file defines is suggested in another document.
@@ -471,9 +473,24 @@ def test_the_ghost_text_grows_to_the_whole_line_with_no_key(vscode: VSCode):
     assert saved[:index] == original[:index] and saved[index + 1:-1] == original[index + 1:]
 
 
+def answered(vscode: VSCode) -> tuple[int, int]:
+    """(from the model, from the cache): the server's counts, by **CPC: Show Status** (the last report in the log)."""
+    palette(vscode.page, ">CPC: Show Status", row="CPC: Show Status")
+    panel = vscode.page.locator(".part.panel .monaco-editor .view-lines").first
+    counts = re.compile(r"(\d+)\s+requests:\s+(\d+)\s+from\s+the\s+model,\s+(\d+)\s+from\s+the\s+cache")
+    deadline = time.monotonic() + 15
+    while not (found := counts.findall(panel.inner_text())):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"no status report in the log\n{vscode.diagnostics()}")
+        time.sleep(0.1)
+    _, model, cache = found[-1]
+    return int(model), int(cache)
+
+
 def test_a_suggestion_takes_in_the_quote_the_editor_closed(vscode: VSCode):
     """VS Code closes a quote as it is typed (``"__ma"``): the suggestion goes on past it to the line's end, VS Code
-    shows it around the quote, and Tab accepts the whole line with the quote once."""
+    shows it around the quote, and Tab accepts the whole line with the quote once. Typed through, over the
+    quote VS Code closed, the suggestion is answered from the server's cache: no key asks the model."""
     document = vscode.document.parent / "main_guard.py"
     original = MAIN_GUARD.split("\n")[:-1]
     index = original.index("if __name__ == ")
@@ -490,6 +507,20 @@ def test_a_suggestion_takes_in_the_quote_the_editor_closed(vscode: VSCode):
         if history and history[-1].endswith(":"):
             break
         time.sleep(0.05)
+    model, cache = answered(vscode)  # the palette gives the focus back to the editor, the cursor where it was
+    vscode.page.keyboard.type('in__"', delay=150)  # the quote types over the one VS Code closed
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:  # the rest of the suggestion, after the quote
+        history = [text for text in vscode.page.evaluate("() => window.cpcGhostText") if text]
+        if history and history[-1] == ":":
+            break
+        time.sleep(0.05)
+    typed_model, typed_cache = answered(vscode)
+    assert typed_model == model and typed_cache > cache, (
+        f"keys typed through the suggestion: {typed_model - model} answered by the model, "
+        f"{typed_cache - cache} from the cache\n{vscode.diagnostics()}")
+    palette(vscode.page, ">Trigger Inline Suggestion", row="Trigger Inline Suggestion")  # the palette hid it
+    wait_for_ghost_text(vscode)
     line = accept_and_save(vscode, index, document)
     assert line == 'if __name__ == "__main__":', f"accepted {line!r} (ghost {history})\n{vscode.diagnostics()}"
     saved = document.read_text().split("\n")
@@ -535,9 +566,12 @@ def test_show_status_reports_the_requests_and_the_workspace(vscode: VSCode):
 
 
 def test_the_status_item_opens_the_log(vscode: VSCode):
-    vscode.page.locator(STATUS_ITEM).click()
     panel = vscode.page.locator(".part.panel .monaco-editor .view-lines")
-    try:
-        panel.filter(has_text="model ready").first.wait_for(timeout=15_000)
+    if panel.first.is_visible():  # the tests before showed the log
+        palette(vscode.page, ">View: Hide Panel", row="View: Hide Panel")
+        panel.first.wait_for(state="hidden", timeout=10_000)
+    vscode.page.locator(STATUS_ITEM).click()
+    try:  # the log's last lines: the server's `model ready`, or the status reports written since
+        panel.filter(has_text=re.compile(r"model\s+ready|from\s+the\s+cache")).first.wait_for(timeout=15_000)
     except Exception as error:
-        raise AssertionError(f"the CPC log with the server's 'model ready' line did not show: {error}\n{vscode.diagnostics()}")
+        raise AssertionError(f"the CPC log did not show: {error}\n{vscode.diagnostics()}")
