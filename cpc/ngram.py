@@ -233,12 +233,12 @@ class FileCounts:
     corpus's: 20 MB of files take seconds to count whole.
 
         >>> counts = FileCounts(order=2)
-        >>> counts.add("a.py", [1, 2, 1, 2]); counts.add("b.py", [1, 3]); counts.commit()
+        >>> counts.add("a.py", [1, 2] * 20); counts.add("b.py", [1, 3]); counts.commit()
         >>> counts.continuations((1,))
-        ({2: 2, 3: 1}, 3)
-        >>> counts.add("b.py", [1, 2]); counts.commit()  # b.py again: counted alone
+        ({2: 20, 3: 1}, 21)
+        >>> counts.add("b.py", [1, 2]); counts.commit()  # b.py again, 4 of 42 tokens: counted alone
         >>> counts.continuations((1,)), counts.continuations((3,))
-        (({2: 3}, 3), ({}, 0))
+        (({2: 21}, 21), ({}, 0))
     """
 
     def __init__(self, order: int) -> None:

@@ -21,8 +21,8 @@ Fusion (`cpc.fusion`): the session owns a `ProjectCorpus` built
 with the engine (it counts in the engine's token ids, so it is built again
 when the model is), fed the open documents (`update_document`, on the worker
 thread: only changed lines are counted again) and the workspace folders'
-files (`read_folders`, on a background thread; a file saved, created,
-changed or deleted since is read again alone: `reread_files`). ``complete(...,
+files (`read_folders`, on a background thread; a file changed on disk
+since, or whose document closed, is read again alone: `reread_files`). ``complete(...,
 fusion=FusionWeights())`` fuses it into every token choice; without
 ``fusion`` a completion is exactly what it was without one.
 
