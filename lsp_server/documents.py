@@ -33,6 +33,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Sequence
+from urllib.parse import unquote
 
 from lsprotocol import types
 from pygls.protocol import LanguageServerProtocol
@@ -123,13 +124,46 @@ class LSPTextDocument(TextDocument):
 
 
 class LSPWorkspace(Workspace):
-    """A pygls workspace whose text documents are `LSPTextDocument`s."""
+    """A pygls workspace whose text documents are `LSPTextDocument`s, found by the URI the client names them by.
+
+    pygls 2.1.1 keys its documents by the URI with its escapes undone (``%20`` read as a space), and its
+    ``text_documents`` map is read by that key: a document whose path the editor escapes (a space, a
+    letter outside ASCII, a Windows drive's colon: VS Code and Neovim escape them all) was never found
+    again. Here each document is kept under the URI the client sent, which every later message repeats.
+
+    >>> workspace = LSPWorkspace(None)
+    >>> workspace.put_text_document(types.TextDocumentItem("file:///my%20project/a.py", "python", 1, "x = 1\\n"))
+    >>> workspace.text_documents["file:///my%20project/a.py"].source
+    'x = 1\\n'
+    """
 
     @classmethod
     def like(cls, workspace: Workspace) -> LSPWorkspace:
         """An empty workspace with ``workspace``'s root, folders, sync kind and position encoding."""
         folders = list(workspace.folders.values())
         return cls(workspace.root_uri, workspace._sync_kind, folders, workspace.position_encoding)
+
+    def put_text_document(self, text_document: types.TextDocumentItem, notebook_uri: str | None = None) -> None:
+        uri = text_document.uri
+        self._text_documents[uri] = self._create_text_document(
+            uri, source=text_document.text, version=text_document.version, language_id=text_document.language_id
+        )
+        if notebook_uri:  # pygls' own map, read by `get_notebook_document` with escapes undone
+            self._cell_in_notebook[unquote(uri)] = unquote(notebook_uri)
+
+    def update_text_document(
+        self, text_doc: types.VersionedTextDocumentIdentifier, change: types.TextDocumentContentChangeEvent
+    ) -> None:
+        document = self._text_documents[text_doc.uri]
+        document.apply_change(change)
+        document.version = text_doc.version
+
+    def remove_text_document(self, doc_uri: str) -> None:
+        self._text_documents.pop(doc_uri, None)
+        self._cell_in_notebook.pop(unquote(doc_uri), None)
+
+    def get_text_document(self, doc_uri: str) -> TextDocument:
+        return self._text_documents.get(doc_uri) or self._create_text_document(doc_uri)
 
     def _create_text_document(
         self,

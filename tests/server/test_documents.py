@@ -233,3 +233,31 @@ async def test_the_servers_text_follows_random_edits(client: LanguageClient, ini
     )
     assert all(item.range.end == end_of_line for item in answer.items)
     client.text_document_did_close(types.DidCloseTextDocumentParams(types.TextDocumentIdentifier(uri)))
+
+
+@pytest.mark.asyncio(loop_scope="module")
+async def test_a_document_whose_path_the_editor_escapes_is_served(client: LanguageClient):
+    # VS Code and Neovim escape a path's spaces and non-ASCII letters (and, on Windows, a drive's colon); pygls
+    # keys its documents by the unescaped URI, so each request for such a document found none.
+    uri = "file:///my%20project/caf%C3%A9%2Bx.py"
+    client.text_document_did_open(
+        types.DidOpenTextDocumentParams(types.TextDocumentItem(uri=uri, language_id="python", version=1, text="x = 1\n"))
+    )
+    client.text_document_did_change(types.DidChangeTextDocumentParams(
+        types.VersionedTextDocumentIdentifier(uri=uri, version=2),
+        [types.TextDocumentContentChangePartial(range=types.Range(types.Position(1, 0), types.Position(1, 0)),
+                                                text="print(x")],
+    ))
+    server = await client.protocol.send_request_async("cpc/documentText", {"uri": uri})
+    assert (server.text, server.version) == ("x = 1\nprint(x", 2)
+    answer = await client.text_document_inline_completion_async(
+        types.InlineCompletionParams(
+            text_document=types.TextDocumentIdentifier(uri),
+            position=types.Position(1, 7),
+            context=types.InlineCompletionContext(trigger_kind=types.InlineCompletionTriggerKind.Invoked),
+        )
+    )
+    assert answer.items and all(item.range.end == types.Position(1, 7) for item in answer.items)
+    client.text_document_did_close(types.DidCloseTextDocumentParams(types.TextDocumentIdentifier(uri)))
+    with pytest.raises(Exception, match="unknown document"):
+        await client.protocol.send_request_async("cpc/documentText", {"uri": uri})
