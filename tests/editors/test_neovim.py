@@ -145,7 +145,9 @@ def run_driver(env: dict[str, str], cwd: Path, server_log: Path, out: Path) -> t
 
 @pytest.mark.slow
 def test_neovim_accepts_an_inline_completion_inside_a_word(tmp_path):
-    document, original, index = make_document(tmp_path)
+    folder = tmp_path / "my project é"  # Neovim escapes the space and the é in the document's URI
+    folder.mkdir()
+    document, original, index = make_document(folder)
     server_log = tmp_path / "server.log"
     out = tmp_path / "result.json"
     report, diagnostics = run_driver(driver_env(tmp_path, document, index, server_log, out), tmp_path, server_log, out)
