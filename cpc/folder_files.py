@@ -17,6 +17,9 @@ What a folder may hold decides the rules:
   read (the caps bound it); one that git ignores is never entered.
 - **text only**: a NUL byte in the first 8 KiB or bytes that are not UTF-8
   mark a binary; oversize files are skipped by their size before any read.
+  A Jupyter notebook (``.ipynb``) is read as its code cells
+  (`cpc.notebooks.ipynb_script`), not as its JSON of escaped source, outputs
+  and images.
 - **bounded**: a cap on file count, on total bytes and on directory entries
   looked at, so opening ``/`` or a huge monorepo costs a bounded walk. The
   walk is breadth-first over all folders together, so the top of each
@@ -39,6 +42,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pathspec
+
+from cpc.notebooks import ipynb_script
 
 VCS_DIRS = frozenset({".git", ".hg", ".svn", ".bzr"})
 """Names skipped wherever they appear: version-control metadata, never project text."""
@@ -369,6 +374,8 @@ def _read_text(
         report.skipped_binary += 1
         return None
     seen.add((info.st_dev, info.st_ino))
+    if path.endswith(".ipynb") and (script := ipynb_script(text)) is not None:  # else: no notebook, read as text
+        text = script
     return text, len(data)
 
 

@@ -56,6 +56,7 @@ from cpc.fusion import FusionWeights, ProjectCorpus
 from cpc.generate import MODES, Options, generate, warm
 from cpc.lm import DEFAULT_CONTEXT_SIZE, Cancelled
 from cpc.model_files import ModelError, Progress
+from cpc.notebooks import Script
 from cpc.remote import RemoteMismatch, RemoteOptions, RemoteRefused, RemoteUnavailable, address_problem, is_remote
 from cpc.resident import give_back_free_heap
 from cpc.serving import REMOTE_APIS
@@ -68,6 +69,8 @@ __all__ = [
     # what a caller passes and reads: value types
     "DEFAULT_CONTEXT_SIZE", "MODES", "REMOTE_APIS", "FusionWeights", "Options", "ReadLimits", "ReadReport",
     "RemoteOptions", "Window",
+    # a notebook's cell read with the code cells around it
+    "Script",
     # checks of a setting before a load
     "address_problem", "is_remote",
     # how an answer meets the text after the cursor

@@ -22,7 +22,7 @@ from pygls.exceptions import JsonRpcInvalidParams
 from pygls.workspace import Workspace
 
 from cpc.session import Window, replaced_after
-from lsp_server.documents import character_index
+from lsp_server.documents import character_index, document_script
 
 _WORD_BEFORE = re.compile(r"\w+$")
 _LONGEST_WORD = 256
@@ -39,6 +39,8 @@ class Cursor:
 
     uri: str
     document: str
+    """The text the engine reads: the document's (`lsp_server.documents.document_script`: for a notebook's
+    cell, its notebook's code cells)."""
     offset: int
     """The cursor's character offset into ``document``."""
     window: Window
@@ -62,7 +64,8 @@ class Cursor:
     def at(cls, workspace: Workspace, uri: str, position: types.Position, window_at: WindowAt) -> Cursor:
         """The cursor at ``position``; a clear error for an unknown document or a position off the text."""
         document = workspace.text_documents.get(uri)
-        if document is None:
+        script = document_script(workspace, uri)
+        if document is None or script is None:
             raise JsonRpcInvalidParams(f"unknown document {uri}: it was never opened (textDocument/didOpen)")
         lines = document.lines  # LSP's lines: see lsp_server.documents
         line, character = position.line, position.character
@@ -75,8 +78,8 @@ class Cursor:
                 f"position {line}:{character} is past the end of line {line} or splits a character "
                 f"(positions count {workspace.position_encoding} code units)"
             )
-        start = sum(len(previous) for previous in lines[:line]) + column
-        source = document.source
+        start = script.start + sum(len(previous) for previous in lines[:line]) + column
+        source = script.text  # a notebook's cell reads the code cells around it
         # in a bounded window: over a whole line `\w+$` is quadratic in its runs of word characters (minified code)
         word = _WORD_BEFORE.search(text, max(0, column - _LONGEST_WORD), column)
         word_text = word.group() if word else ""

@@ -7,7 +7,9 @@ line number the editor sends meant another line to pygls, edits landed in the
 wrong place and the server's text silently drifted from the editor's. This
 module owns line splitting, applying ``didChange`` edits (ranges in the
 negotiated position encoding: UTF-16, UTF-8 or UTF-32 code units), and turning
-positions into offsets, and `use_lsp_documents` plugs it into pygls.
+positions into offsets, and `use_lsp_documents` plugs it into pygls. It
+also keeps each document under the URI the client sent (`LSPWorkspace`), and
+says what the engine reads for a notebook's cell (`document_script`).
 
 An edit position off the text is clamped, never refused (a notification has no
 answer to carry an error), and every clamp is logged as a warning:
@@ -39,6 +41,8 @@ from lsprotocol import types
 from pygls.protocol import LanguageServerProtocol
 from pygls.workspace import TextDocument, Workspace
 from pygls.workspace.position_codec import PositionCodec
+
+from cpc.session import Script
 
 log = logging.getLogger(__name__)
 
@@ -192,10 +196,44 @@ def use_lsp_documents(protocol: LanguageServerProtocol) -> None:
     protocol._workspace = LSPWorkspace.like(protocol.workspace)
 
 
-def edit_end(workspace: Workspace, params: types.DidChangeTextDocumentParams) -> int | None:
-    """Where the last change of a ``didChange`` ends in the new text (None: a whole-text change)."""
-    document = workspace.text_documents.get(params.text_document.uri)
-    change = params.content_changes[-1] if params.content_changes else None
+def document_script(workspace: Workspace, uri: str) -> Script | None:
+    """What the engine reads for open document ``uri``: its text alone, or for a code cell of a notebook (LSP's
+    notebook synchronization) the notebook's code cells of its language around it (`cpc.session.Script`);
+    None when no such document is open.
+
+    >>> workspace = LSPWorkspace(None)
+    >>> cells = [("a", types.NotebookCellKind.Code, "import os"), ("b", types.NotebookCellKind.Markup, "# Notes"),
+    ...          ("c", types.NotebookCellKind.Code, "os.pa")]
+    >>> workspace.put_notebook_document(types.DidOpenNotebookDocumentParams(
+    ...     types.NotebookDocument("file:///n.ipynb", "jupyter-notebook", 1,
+    ...                            [types.NotebookCell(kind, f"cell:{name}") for name, kind, _ in cells]),
+    ...     [types.TextDocumentItem(f"cell:{name}", "python", 1, text) for name, _, text in cells]))
+    >>> document_script(workspace, "cell:c")
+    Script(before='import os\\n\\n', cell='os.pa', after='')
+    """
+    document = workspace.text_documents.get(uri)
+    if document is None:
+        return None
+    notebook = workspace.get_notebook_document(cell_uri=uri)
+    cells = notebook.cells if notebook is not None else []
+    if not any(cell.document == uri and cell.kind == types.NotebookCellKind.Code for cell in cells):
+        return Script("", document.source, "")
+    texts, index = [], 0
+    for cell in cells:
+        if cell.document == uri:
+            index = len(texts)
+            texts.append(document.source)
+            continue
+        other = workspace.text_documents.get(cell.document)
+        if cell.kind == types.NotebookCellKind.Code and other is not None and other.language_id == document.language_id:
+            texts.append(other.source)
+    return Script.around(texts, index)
+
+
+def edit_end(workspace: Workspace, uri: str, changes: Sequence[types.TextDocumentContentChangeEvent]) -> int | None:
+    """Where the last of the ``changes`` made to document ``uri`` ends in its new text (None: a whole-text change)."""
+    document = workspace.text_documents.get(uri)
+    change = changes[-1] if changes else None
     if document is None or not isinstance(change, types.TextDocumentContentChangePartial):
         return None
     return document.offset_at_position(change.range.start) + len(change.text)

@@ -332,8 +332,9 @@ def _pump_stream(stream: BinaryIO, loop: asyncio.AbstractEventLoop, chunks: asyn
 class CheckedLanguageServer(LanguageServer):
     """A pygls `LanguageServer` on `CheckedProtocol`, reading with `FrameDecoder` over stdio and TCP."""
 
-    def __init__(self, name: str, version: str, protocol_cls: type[CheckedProtocol] = CheckedProtocol) -> None:
-        super().__init__(name, version, protocol_cls=protocol_cls)
+    def __init__(self, name: str, version: str, protocol_cls: type[CheckedProtocol] = CheckedProtocol,
+                 notebook_document_sync: types.NotebookDocumentSyncOptions | None = None) -> None:
+        super().__init__(name, version, notebook_document_sync=notebook_document_sync, protocol_cls=protocol_cls)
 
     def start_io(self, stdin: BinaryIO | None = None, stdout: BinaryIO | None = None) -> None:
         self._stop_event = threading.Event()

@@ -80,6 +80,7 @@ from pygls.workspace import Workspace
 
 from cpc.session import MODEL_SERVER_ERRORS, Answer, Cancelled, CompletionSession, FusionWeights, Options, answer_key
 from lsp_server.cursor import Cursor, Foresight
+from lsp_server.documents import document_script
 from lsp_server.extensions import SUGGESTION_READY
 from lsp_server.progress import call_soon, settle, settle_from
 from lsp_server.settings import Settings
@@ -543,12 +544,12 @@ class Requests:
             asyncio.get_running_loop().call_later(WARM_IDLE_S, self._warm, uri, offset, self._activity)
 
     def _warm(self, uri: str, offset: int | None, activity: int) -> None:
-        document = self.workspace().text_documents.get(uri)
+        script = document_script(self.workspace(), uri)
         busy = self.in_flight or self.growing or self.loading.active
-        if activity != self._activity or busy or not self.session.ready or document is None:
+        if activity != self._activity or busy or not self.session.ready or script is None:
             return
-        source = document.source
-        cut = len(source) if offset is None else min(offset, len(source))
+        source = script.text
+        cut = script.start + (len(script.cell) if offset is None else min(offset, len(script.cell)))
         options = self.settings().options
 
         def cancelled() -> bool:

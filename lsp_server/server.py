@@ -49,11 +49,18 @@ SERVER_VERSION = "0.1.0"
 log = logging.getLogger(SERVER_NAME)
 
 
+NOTEBOOK_SYNC = types.NotebookDocumentSyncOptions(
+    notebook_selector=[types.NotebookDocumentFilterWithNotebook(notebook="*")]
+)
+"""Every notebook's cells, each a text document (`lsp_server.documents.document_script` reads a code cell with
+the code cells around it); advertised to a client that synchronizes notebooks (VS Code)."""
+
+
 class CPCServer(CheckedLanguageServer):
     """The language server: the settings, the session, the model's load, and what the client is told."""
 
     def __init__(self, model: str | None) -> None:
-        super().__init__(SERVER_NAME, SERVER_VERSION)
+        super().__init__(SERVER_NAME, SERVER_VERSION, notebook_document_sync=NOTEBOOK_SYNC)
         self.model_override = model
         self.settings = Settings(model=model or "default")
         self.session = CompletionSession()
@@ -83,6 +90,11 @@ class CPCServer(CheckedLanguageServer):
         for problem in problems:
             self.show(types.MessageType.Warning, f"cpc-lsp setting ignored: {problem}")
         logs.log_documents(settings.log_documents)
+        before, after = self.settings.as_client_json(), settings.as_client_json()
+        # (a model server's address is named, not shown: it could carry a user's credentials)
+        changed = [key if key == "model" else f"{key} {after[key]!r}" for key in after if after[key] != before[key]]
+        if changed:
+            log.info("settings changed: %s", ", ".join(changed))
         reload = not settings.engine.loads_same_as(self.settings.engine)
         recount = settings.workspace_max_file_bytes != self.settings.workspace_max_file_bytes
         self.settings = settings
@@ -248,13 +260,44 @@ def did_change(ls: CPCServer, params: types.DidChangeTextDocumentParams) -> None
     uri = params.text_document.uri
     ls.requests.note_edit(uri)
     ls.feeder.queue_document(uri)
-    ls.requests.schedule_warm(uri, edit_end(ls.workspace, params))
+    ls.requests.schedule_warm(uri, edit_end(ls.workspace, uri, params.content_changes))
 
 
 def did_close(ls: CPCServer, params: types.DidCloseTextDocumentParams) -> None:
-    ls.requests.forget(params.text_document.uri)
-    ls.feeder.forget_document(params.text_document.uri)
+    forget(ls, params.text_document.uri)
     ls.feeder.files_changed([params.text_document.uri])  # what is on disk now, saved or not, is the file
+
+
+def did_open_notebook(ls: CPCServer, params: types.DidOpenNotebookDocumentParams) -> None:
+    for cell in params.cell_text_documents:  # pygls has put them among the text documents
+        ls.requests.note_edit(cell.uri)
+        ls.feeder.queue_document(cell.uri)
+
+
+def did_change_notebook(ls: CPCServer, params: types.DidChangeNotebookDocumentParams) -> None:
+    cells = params.change.cells
+    if cells is None:
+        return  # the notebook's metadata only
+    for cell in (cells.structure.did_open or []) if cells.structure else []:
+        ls.requests.note_edit(cell.uri)
+        ls.feeder.queue_document(cell.uri)
+    for cell in (cells.structure.did_close or []) if cells.structure else []:
+        forget(ls, cell.uri)
+    for change in cells.text_content or []:
+        ls.requests.note_edit(change.document.uri)
+        ls.feeder.queue_document(change.document.uri)
+        ls.requests.schedule_warm(change.document.uri, edit_end(ls.workspace, change.document.uri, change.changes))
+
+
+def did_close_notebook(ls: CPCServer, params: types.DidCloseNotebookDocumentParams) -> None:
+    for cell in params.cell_text_documents:
+        forget(ls, cell.uri)
+
+
+def forget(ls: CPCServer, uri: str) -> None:
+    """Document ``uri`` closed: its requests and its counts go."""
+    ls.requests.forget(uri)
+    ls.feeder.forget_document(uri)
 
 
 def did_change_watched_files(ls: CPCServer, params: types.DidChangeWatchedFilesParams) -> None:
@@ -314,6 +357,9 @@ HANDLERS = (
     (types.TEXT_DOCUMENT_DID_OPEN, None, did_open),
     (types.TEXT_DOCUMENT_DID_CHANGE, None, did_change),
     (types.TEXT_DOCUMENT_DID_CLOSE, None, did_close),
+    (types.NOTEBOOK_DOCUMENT_DID_OPEN, None, did_open_notebook),
+    (types.NOTEBOOK_DOCUMENT_DID_CHANGE, None, did_change_notebook),
+    (types.NOTEBOOK_DOCUMENT_DID_CLOSE, None, did_close_notebook),
     (types.WORKSPACE_DID_CHANGE_WATCHED_FILES, None, did_change_watched_files),
     (types.SHUTDOWN, None, shutdown),
     # without InlineCompletionOptions pygls does not advertise the feature, and Neovim never asks for it

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -304,3 +305,24 @@ def test_missing_or_unreadable_folder_gives_nothing(tmp_path):
 def test_limits_reject_negative_values(field):
     with pytest.raises(ValueError, match=field):
         ReadLimits(**{field: -1})
+
+
+def test_a_notebook_is_read_as_its_code_cells(tmp_path):
+    notebook = {
+        "cells": [
+            {"cell_type": "markdown", "metadata": {}, "source": ["# Ledgers\n", "How they rotate."]},
+            {"cell_type": "code", "execution_count": 1, "metadata": {}, "source": ["def rotate(entries):\n", "    return entries[1:]"],
+             "outputs": [{"output_type": "display_data", "data": {"image/png": "iVBORw0KGgo" * 40}}]},
+            {"cell_type": "code", "execution_count": 2, "metadata": {}, "source": "rotate([1, 2])", "outputs": []},
+        ],
+        "metadata": {}, "nbformat": 4, "nbformat_minor": 5,
+    }
+    write(tmp_path, "ledgers.ipynb", json.dumps(notebook, indent=1))
+    write(tmp_path, "empty.ipynb", json.dumps({"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}))
+    write(tmp_path, "broken.ipynb", '{"cells": [')  # no notebook (a save cut short): read as the text it is
+    files = {f.path.name: f.text for f in folder_files([tmp_path])}
+    assert files == {
+        "ledgers.ipynb": "def rotate(entries):\n    return entries[1:]\n\nrotate([1, 2])\n",
+        "empty.ipynb": "",
+        "broken.ipynb": '{"cells": [',
+    }

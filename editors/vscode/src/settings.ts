@@ -202,9 +202,13 @@ export function serverExecutable(settings: CpcSettings, apiKey?: string): Server
     return { command: settings.serverPath, args: [...settings.serverArgs], options };
 }
 
-/** Documents the client serves: any language, saved files and untitled buffers. */
+/**
+ * Documents the client serves: any language, saved files, untitled buffers and notebooks' cells. The server
+ * synchronizes notebooks (`notebookDocument/*`, which takes the cells from the text documents' own sync) and
+ * reads a code cell with the code cells around it.
+ */
 export function documentSelector(): { scheme: string }[] {
-    return [{ scheme: 'file' }, { scheme: 'untitled' }];
+    return [{ scheme: 'file' }, { scheme: 'untitled' }, { scheme: 'vscode-notebook-cell' }];
 }
 
 /**

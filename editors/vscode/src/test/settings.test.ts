@@ -352,8 +352,8 @@ describe('serverExecutable', () => {
 });
 
 describe('client wiring', () => {
-    it('serves every language in file and untitled documents', () => {
-        assert.deepEqual(documentSelector(), [{ scheme: 'file' }, { scheme: 'untitled' }]);
+    it('serves every language in file and untitled documents, and in notebooks\' cells', () => {
+        assert.deepEqual(documentSelector(), [{ scheme: 'file' }, { scheme: 'untitled' }, { scheme: 'vscode-notebook-cell' }]);
         for (const filter of documentSelector()) {
             assert.equal('language' in filter, false);
         }
