@@ -103,6 +103,31 @@ def test_a_notification_with_bad_params_is_dropped_and_loses_nothing(server: Raw
     assert_still_serving(server)
 
 
+def test_notebook_messages_for_nothing_open_are_dropped_and_lose_nothing(server: RawServer):
+    notebook = "file:///lab%20notes.ipynb"
+    cell = {"uri": "vscode-notebook-cell:/lab%20notes.ipynb#a", "languageId": "python", "version": 1, "text": "import os\n"}
+    server.notify("notebookDocument/didChange", {"notebookDocument": {"uri": "file:///never.ipynb", "version": 2},
+                                                 "change": {"cells": {"textContent": [
+                                                     {"document": {"uri": "c:never", "version": 2}, "changes": [{"text": "x"}]}]}}})
+    server.notify("notebookDocument/didClose", {"notebookDocument": {"uri": "file:///never.ipynb"},
+                                                "cellTextDocuments": [{"uri": "c:never"}]})
+    server.notify("notebookDocument/didOpen", {"notebookDocument": {"uri": notebook, "notebookType": "jupyter-notebook",
+                                                                    "version": 1, "cells": [{"kind": 2, "document": cell["uri"]},
+                                                                                            {"kind": 2, "document": "c:unsent"}]},
+                                               "cellTextDocuments": [cell]})
+    for change in ({"textContent": [{"document": {"uri": "c:never", "version": 2}, "changes": [{"text": "x"}]}]},
+                   {"structure": {"array": {"start": 9, "deleteCount": 5}, "didClose": [{"uri": "c:never"}]}},
+                   {"data": [{"kind": 2, "document": "c:never"}]}):
+        server.notify("notebookDocument/didChange", {"notebookDocument": {"uri": notebook, "version": 2}, "change": {"cells": change}})
+    server.notify("notebookDocument/didOpen", {"cells": []})
+    assert server.document_text(cell["uri"])["result"]["text"] == "import os\n"  # the cell sent, whatever came after
+    answer = server.call(INLINE, inline_params(cell["uri"], 1, 0), timeout=60)
+    assert "result" in answer, answer
+    server.notify("notebookDocument/didClose", {"notebookDocument": {"uri": notebook}, "cellTextDocuments": [{"uri": cell["uri"]}]})
+    assert "error" in server.document_text(cell["uri"])
+    assert_still_serving(server)
+
+
 def test_broken_json_is_a_parse_error_with_a_null_id(server: RawServer):
     server.send_bytes(frame(b'{"jsonrpc": "2.0", "id": 41, "method": "cpc/status", "params": {'))
     error_of(server.answer(NULL_ID), PARSE_ERROR, "not JSON")
