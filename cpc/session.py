@@ -437,13 +437,15 @@ class CompletionSession:
         wanted: Callable[[str], bool] | None = None,
         early: Callable[[Answer], None] | None = None,
         refresh: bool = False,
+        key_start: int = 0,
     ) -> Answer:
         """Suggestions at ``cursor`` (a character offset; None: the end) of document ``key``, whose text is
         ``document``: the engine reads its window there (`window`).
 
         With ``fusion``, the corpus scores every token choice with
         these weights, document ``key`` as the current file (its cursor line
-        left out). Raises `cpc.lm.Cancelled` when ``cancelled`` turns True on
+        left out). A ``document`` that holds more than key's own text (a notebook's cell read as a
+        `Script`) says where key's text starts in it with ``key_start``: its lines are counted from there. Raises `cpc.lm.Cancelled` when ``cancelled`` turns True on
         the way, or when ``wanted`` wants none of the texts so far
         (`cpc.generate.generate`).
 
@@ -466,7 +468,7 @@ class CompletionSession:
         window, asked = self.engine.window(document, cursor), answer_key(options, fusion)
         fused = None
         if fusion is not None and self.corpus is not None:
-            line = document.count("\n", 0, len(document) if cursor is None else cursor)
+            line = document.count("\n", key_start, len(document) if cursor is None else cursor)
             fused = self.corpus.fusion(key, weights=fusion, cursor_line=line)
         shown: list[str] = []
 

@@ -79,13 +79,16 @@ class Syntax:
 
     @staticmethod
     def of(name: str | None) -> Syntax:
-        """The syntax of a document by its name or URI's extension: `PYTHON` for ``#``-comment languages,
-        `C_LIKE` for the others (JavaScript, TypeScript, C, Java, Go, Rust...) and for no extension.
+        """The syntax of a document by its name or URI's extension: `PYTHON` for ``#``-comment languages
+        (and Jupyter notebooks: Python's, R's, Julia's), `C_LIKE` for the others (JavaScript, TypeScript, C,
+        Java, Go, Rust...) and for no extension. A URI's fragment is not its name's (a notebook's cell).
 
         >>> Syntax.of("file:///w/a.py") is PYTHON, Syntax.of("file:///w/b.ts") is C_LIKE, Syntax.of(None) is C_LIKE
         (True, True, True)
+        >>> Syntax.of("vscode-notebook-cell:/w/lab%20notes.ipynb#W2sZmlsZQ%3D%3D") is PYTHON
+        True
         """
-        suffix = PurePosixPath(name or "").suffix.lower()
+        suffix = PurePosixPath((name or "").partition("#")[0]).suffix.lower()
         return PYTHON if suffix in _HASH_COMMENTS else C_LIKE
 
 
@@ -94,7 +97,7 @@ PYTHON = Syntax(b"#", None, (b'"""', b"'''", b'"', b"'"), frozenset({b'"""', b"'
 C_LIKE = Syntax(b"//", (b"/*", b"*/"), (b"`", b'"', b"'"), frozenset({b"`"}))
 """JavaScript and the languages that comment like C."""
 _HASH_COMMENTS = frozenset(
-    ".py .pyi .pyw .sh .bash .zsh .rb .pl .pm .r .yaml .yml .toml .cfg .cmake .jl .ex .exs .nim .tcl .ps1".split()
+    ".py .pyi .pyw .ipynb .sh .bash .zsh .rb .pl .pm .r .yaml .yml .toml .cfg .cmake .jl .ex .exs .nim .tcl .ps1".split()
 )
 
 

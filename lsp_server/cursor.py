@@ -48,6 +48,8 @@ class Cursor:
     """The part of the identifier before the cursor: suggestions replace it, so they start with it."""
     replace: types.Range
     """From the start of ``word`` to the cursor, in the client's units."""
+    text_start: int = 0
+    """Where the document's own text starts in ``document`` (a notebook's cell: past the cells above it)."""
 
     def range_for(self, text: str) -> types.Range:
         """What an answer ``text`` replaces: ``word``, and the closers after the cursor that the text takes in
@@ -91,6 +93,7 @@ class Cursor:
             window=window_at(source, start),
             word=word_text,
             replace=types.Range(start=types.Position(line, units), end=types.Position(line, character)),
+            text_start=script.start,
         )
 
     def typed_on_by(self, newer: Cursor) -> bool:

@@ -341,7 +341,8 @@ class Requests:
         cursor = ticket.cursor
         try:
             answer = self._run(ticket.stale, lambda: self.session.complete(
-                cursor.uri, cursor.document, cursor.offset, options, ticket.stale, fusion, ticket.wants, early))
+                cursor.uri, cursor.document, cursor.offset, options, ticket.stale, fusion, ticket.wants, early,
+                key_start=cursor.text_start))
         except Cancelled:
             self.counts["stopped"] += 1
             raise
@@ -396,7 +397,8 @@ class Requests:
                 return
             try:
                 answer = self._run(stale, lambda: self.session.complete(
-                    cursor.uri, cursor.document, cursor.offset, whole, stale, fusion, refresh=True))
+                    cursor.uri, cursor.document, cursor.offset, whole, stale, fusion, refresh=True,
+                    key_start=cursor.text_start))
             except Cancelled:
                 self.counts["upgrade_stopped"] += 1
             except Exception:  # the quick answer was given: the better one is a favour
@@ -469,7 +471,7 @@ class Requests:
                 return
             try:
                 self._run(stale, lambda: self.session.complete(
-                    target.uri, target.document, target.offset, options, stale, fusion))
+                    target.uri, target.document, target.offset, options, stale, fusion, key_start=target.text_start))
             except Cancelled:
                 self.counts["foresight_stopped"] += 1
             except Exception:  # foreseeing is a favour: it must not take the worker down

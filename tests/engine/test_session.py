@@ -12,7 +12,8 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from cpc.generate import Options, generate
-from cpc.session import CompletionSession, EngineSettings, RemoteOptions, SuggestionCache, replaced_after
+from cpc.session import (CompletionSession, EngineSettings, FusionWeights, RemoteOptions, Script, SuggestionCache,
+                         replaced_after)
 from cpc.window import Window
 from harness.bench.closers import auto_closed
 from harness.llama_server import LlamaServer
@@ -125,6 +126,23 @@ def test_a_closed_document_forgets_its_suggestions(session):
     text = session.complete(URI, PREFIX, None, OPTIONS).completions[0]
     session.close_document(URI)
     assert session.cached(URI, PREFIX + text[0], None, OPTIONS) is None
+
+
+def test_a_notebook_cell_leaves_its_own_cursor_line_out_of_fusion(session, monkeypatch):
+    """A cell read with the code cells above it (`Script`) is its own document in the corpus: fusion leaves out
+    the cursor's line of the cell's text, counted from ``key_start``, not the script's line (past the cell's
+    lines, nothing would have been left out, and the half-typed name would count as a known one)."""
+    cell = "ys = [os.path.join(x, name) for name in nam\ntotal = len(ys)"
+    script = Script.around(["import os\n\nx = '.'", cell], 1)
+    session.update_document("cell", cell)
+    asked, fusion = [], session.corpus.fusion
+    monkeypatch.setattr(session.corpus, "fusion", lambda key, weights, cursor_line: asked.append((key, cursor_line))
+                        or fusion(key, weights, cursor_line))
+    session.clear()
+    session.complete("cell", script.text, script.start + cell.index("\n"), OPTIONS, fusion=FusionWeights(),
+                     key_start=script.start)
+    session.close_document("cell")
+    assert asked == [("cell", 0)]
 
 
 def test_an_answer_from_the_whole_window_takes_the_place_of_a_cut_one(session):
