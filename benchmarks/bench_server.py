@@ -43,6 +43,7 @@ import json
 import statistics
 import sys
 import time
+from collections.abc import Awaitable
 from dataclasses import asdict, replace
 from pathlib import Path
 
@@ -113,8 +114,8 @@ async def through_server(model: str, cases: list[Case], modes: list[str], settin
             timelines[mode] = []
             started = time.perf_counter()
             for number, case in enumerate(cases):
-                await open_and_pause(editor, f"file:///bench/{mode}/{number}/{Path(case.file).name}",
-                                     case.prefix[:-1] + case.suffix, pause, cursor=len(case.prefix) - 1)
+                await open_and_pause(editor, editor.open(f"file:///bench/{mode}/{number}/{Path(case.file).name}",
+                                                         case.prefix[:-1] + case.suffix, len(case.prefix) - 1), pause)
                 editor.type(case.prefix[-1])
                 timelines[mode].append(await editor.suggest_over_time(horizon_s, accepted=True))
                 editor.close()
@@ -127,12 +128,12 @@ async def through_server(model: str, cases: list[Case], modes: list[str], settin
     return timelines, {"settings": _plain(status.settings), **{name: getattr(status, name, None) for name in counts}}
 
 
-async def open_and_pause(editor: HeadlessEditor, uri: str, text: str, pause: str, cursor: int | None = None) -> None:
-    """Open a document (the cursor at ``cursor``; None: its end), then wait: ``read``, until the server has read it
-    ahead (what it does for a file open a few seconds, at most `READ_AHEAD_LIMIT_S`), or a number of milliseconds
-    (``0``: the key comes at once)."""
+async def open_and_pause(editor: HeadlessEditor, opening: Awaitable[None], pause: str) -> None:
+    """Open a document (``opening``: the editor's `HeadlessEditor.open` or `HeadlessEditor.open_notebook`), then
+    wait: ``read``, until the server has read it ahead (what it does for a file open a few seconds, at most
+    `READ_AHEAD_LIMIT_S`), or a number of milliseconds (``0``: the key comes at once)."""
     before = (await editor.status()).warmed if pause == "read" else 0
-    await editor.open(uri, text, cursor)
+    await opening
     if pause != "read":
         await asyncio.sleep(float(pause) / 1000)
         return

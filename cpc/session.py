@@ -436,16 +436,14 @@ class CompletionSession:
         fusion: FusionWeights | None = None,
         wanted: Callable[[str], bool] | None = None,
         early: Callable[[Answer], None] | None = None,
-        refresh: bool = False,
-        key_start: int = 0,
+        refresh: bool = False, key_start: int = 0,
     ) -> Answer:
         """Suggestions at ``cursor`` (a character offset; None: the end) of document ``key``, whose text is
         ``document``: the engine reads its window there (`window`).
 
-        With ``fusion``, the corpus scores every token choice with
-        these weights, document ``key`` as the current file (its cursor line
-        left out). A ``document`` that holds more than key's own text (a notebook's cell read as a
-        `Script`) says where key's text starts in it with ``key_start``: its lines are counted from there. Raises `cpc.lm.Cancelled` when ``cancelled`` turns True on
+        With ``fusion``, the corpus scores every token choice with these weights, document ``key`` as the
+        current file (its cursor line left out, counted from ``key_start``: where key's own text starts in
+        ``document``, past the cells above in a notebook's `Script`). Raises `cpc.lm.Cancelled` when ``cancelled`` turns True on
         the way, or when ``wanted`` wants none of the texts so far
         (`cpc.generate.generate`).
 

@@ -11,6 +11,9 @@ suggestions to and to compare with the server's (``cpc/documentText``)::
         editor.type("i")
         await editor.suggest()  # 'r(path)' or so: the text after the cursor
 
+A notebook opens as VS Code sends one (`HeadlessEditor.open_notebook`:
+``notebookDocument/*``, the document its last cell).
+
 Like the editors, it keeps the last ``cpc/status`` the server pushed, and
 `suggest_over_time` follows ``cpc/suggestionReady`` (a suggestion grew in
 the background) by asking again. Settings are the server's own defaults
@@ -75,6 +78,8 @@ class HeadlessEditor:
         self.text = ""
         self.cursor = 0
         self.version = 0
+        self.notebook: types.NotebookDocument | None = None
+        """The notebook the document is the last cell of (`open_notebook`), or None."""
         self.shown: list[types.ShowMessageParams] = []
         """Every ``window/showMessage`` from the server (warnings, failed requests)."""
         self.server_stderr: deque[str] = deque(maxlen=200)
@@ -122,6 +127,8 @@ class HeadlessEditor:
             window=types.WindowClientCapabilities(work_done_progress=True),
             general=types.GeneralClientCapabilities(position_encodings=[types.PositionEncodingKind.Utf16]),
             experimental=GROWTH_CAPABILITY,  # it follows cpc/suggestionReady (suggest_over_time)
+            notebook_document=types.NotebookDocumentClientCapabilities(  # as VS Code: open_notebook
+                synchronization=types.NotebookDocumentSyncClientCapabilities()),
         )
         await self.client.initialize_async(
             types.InitializeParams(capabilities=capabilities, initialization_options=self.settings)
@@ -176,7 +183,25 @@ class HeadlessEditor:
             types.DidOpenTextDocumentParams(types.TextDocumentItem(uri=uri, language_id="python", version=1, text=text))
         )
 
+    async def open_notebook(self, uri: str, cells: Sequence[str], cursor: int | None = None) -> None:
+        """Open a notebook of Python code ``cells`` (``notebookDocument/didOpen``, as VS Code sends one); the
+        document is its last cell, the cursor at ``cursor`` in it (None: its end)."""
+        path = uri.partition(":")[2]
+        items = [types.TextDocumentItem(uri=f"vscode-notebook-cell:{path}#cell{number}", language_id="python",
+                                        version=1, text=text) for number, text in enumerate(cells)]
+        self.notebook = types.NotebookDocument(uri=uri, notebook_type="jupyter-notebook", version=1, cells=[
+            types.NotebookCell(kind=types.NotebookCellKind.Code, document=item.uri) for item in items])
+        self.uri, self.text, self.version = items[-1].uri, items[-1].text, 1
+        self.cursor = len(self.text) if cursor is None else cursor
+        self.client.notebook_document_did_open(types.DidOpenNotebookDocumentParams(self.notebook, items))
+
     def close(self) -> None:
+        if self.notebook is not None:
+            cells = [types.TextDocumentIdentifier(cell.document) for cell in self.notebook.cells]
+            self.client.notebook_document_did_close(
+                types.DidCloseNotebookDocumentParams(types.NotebookDocumentIdentifier(self.notebook.uri), cells))
+            self.notebook = None
+            return
         self.client.text_document_did_close(types.DidCloseTextDocumentParams(types.TextDocumentIdentifier(self.uri)))
 
     def type(self, chars: str) -> None:
@@ -189,12 +214,17 @@ class HeadlessEditor:
             range=types.Range(self.position(start), self.position(end)), text=text
         )
         self.version += 1
-        self.client.text_document_did_change(
-            types.DidChangeTextDocumentParams(
-                text_document=types.VersionedTextDocumentIdentifier(uri=self.uri, version=self.version),
-                content_changes=[change],
-            )
-        )
+        document = types.VersionedTextDocumentIdentifier(uri=self.uri, version=self.version)
+        if self.notebook is not None:  # a cell changes as a change of its notebook
+            self.notebook.version += 1
+            self.client.notebook_document_did_change(types.DidChangeNotebookDocumentParams(
+                types.VersionedNotebookDocumentIdentifier(version=self.notebook.version, uri=self.notebook.uri),
+                types.NotebookDocumentChangeEvent(cells=types.NotebookDocumentCellChanges(
+                    text_content=[types.NotebookDocumentCellContentChanges(document, [change])])),
+            ))
+        else:
+            self.client.text_document_did_change(
+                types.DidChangeTextDocumentParams(text_document=document, content_changes=[change]))
         self.text = self.text[:start] + text + self.text[end:]
         self.cursor = start + len(text)
 

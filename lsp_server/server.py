@@ -272,6 +272,9 @@ def did_open_notebook(ls: CPCServer, params: types.DidOpenNotebookDocumentParams
     for cell in params.cell_text_documents:  # pygls has put them among the text documents
         ls.requests.note_edit(cell.uri)
         ls.feeder.queue_document(cell.uri)
+    code = [cell.document for cell in params.notebook_document.cells if cell.kind == types.NotebookCellKind.Code]
+    if code:
+        ls.requests.schedule_warm(code[-1], None)  # as for a file: new code often goes at the end
 
 
 def did_change_notebook(ls: CPCServer, params: types.DidChangeNotebookDocumentParams) -> None:

@@ -7,7 +7,7 @@ from dataclasses import asdict
 import pytest
 
 from lsp_server.settings import Settings
-from benchmarks import bench_server
+from benchmarks import bench_notebooks, bench_server
 
 
 @pytest.mark.slow
@@ -29,3 +29,11 @@ def test_the_benchmark_asks_the_real_server_with_its_shipping_defaults():
 def test_what_the_editor_shows_is_the_last_answer_received():
     answers = [(0.3, "in"), (0.7, "in(path)")]
     assert [bench_server.shown_at(answers, ms) for ms in bench_server.MOMENTS_MS] == ["", "in", "in(path)", "in(path)"]
+
+
+@pytest.mark.slow
+def test_the_notebook_benchmark_asks_the_real_server_with_notebooks():
+    result = bench_notebooks.run("smollm2", bench_server.DEFAULT_FILES, cases=2, seed=1)
+    assert set(result["server"]) == {"notebook", "cell", "file"} and set(result["engine"]) == {"notebook", "cell"}
+    for case in result["per_case"]:
+        assert all(case[mode] for mode in ("notebook", "cell", "file")), "a cursor got no answer from the server"
