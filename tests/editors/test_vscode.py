@@ -365,19 +365,32 @@ def set_user_settings(vscode: VSCode, settings: dict, changed: str) -> None:
     # (VS Code shows it over the editors, not in a tab; Escape closes it)
     vscode.page.locator(".monaco-editor .view-lines", has_text="workbench.startupEditor").wait_for(timeout=30_000)
     vscode.page.keyboard.press("Control+A")
-    vscode.page.keyboard.insert_text(json.dumps(settings))  # as pasted, on one line: nothing closed or indented
+    vscode.page.keyboard.insert_text(json.dumps(settings))  # as pasted, on one line: nothing indented
+    vscode.page.keyboard.press("Shift+Control+End")  # what the editor closed after the cursor (a quote, a brace)
+    vscode.page.keyboard.press("Delete")
     vscode.page.keyboard.press("Control+S")
+    file = Path(vscode.server_log.parent / "user-data" / "User" / "settings.json")
     deadline = time.monotonic() + 30
     while True:
         lines = [line for line in vscode.server_log.read_text().splitlines() if "settings changed:" in line]
-        if len(lines) > seen and changed in lines[-1]:
+        try:
+            saved = json.loads(file.read_text())
+        except ValueError:
+            saved = None  # not yet, or half-written
+        if len(lines) > seen and changed in lines[-1] and saved == settings:
             break
         if time.monotonic() > deadline:
             raise AssertionError(f"the server was not told {changed!r}\n{vscode.diagnostics()}")
         time.sleep(0.1)
-    vscode.page.keyboard.press("Escape")
-    vscode.page.locator(".monaco-editor .view-lines", has_text="workbench.startupEditor").wait_for(
-        state="hidden", timeout=10_000)
+    settings_editor = vscode.page.locator(".monaco-editor .view-lines", has_text="workbench.startupEditor")
+    for _ in range(10):  # Escape closes it, once whatever the editor shows over it (a hover, a widget) has gone
+        vscode.page.keyboard.press("Escape")
+        try:
+            settings_editor.wait_for(state="hidden", timeout=1_000)
+            return
+        except Exception:
+            continue
+    raise AssertionError(f"the settings editor did not close\n{vscode.diagnostics()}")
 
 
 def wait_for_status(vscode: VSCode, word: str, timeout: float) -> None:
@@ -647,12 +660,41 @@ def test_show_status_reports_the_requests_and_the_workspace(vscode: VSCode):
         raise AssertionError(f"the status report did not show: {error}\n{vscode.diagnostics()}")
 
 
+def status_menu(vscode: VSCode, row: str) -> None:
+    """Click the status item and choose ``row`` in the menu it opens."""
+    vscode.page.locator(STATUS_ITEM).click()
+    vscode.page.locator(".quick-input-list .monaco-list-row", has_text=row).first.click(timeout=10_000)
+    vscode.page.locator(".quick-input-widget").wait_for(state="hidden", timeout=10_000)
+
+
+def test_suggestions_turned_off_and_on_from_the_status_menu(vscode: VSCode):
+    """The status item's menu turns suggestions off in every language: the item says so, and the keys typed ask
+    the server nothing (its request counts stay still); turned on again, the next key gets a suggestion."""
+    wait_for_status(vscode, "CPC: ready", SUGGESTION_TIMEOUT_MS / 1000)
+    document = vscode.document.parent / "paths.py"
+    palette(vscode.page, document.name, row=document.name)
+    vscode.page.locator(".tab", has_text=document.name).wait_for(timeout=30_000)
+    status_menu(vscode, "Turn Suggestions Off")
+    wait_for_status(vscode, "CPC: off", 15)
+    before = answered(vscode)
+    type_at(vscode, 0, -1, "\nx = os.pa")  # paths.py imports os on its first line
+    time.sleep(3)  # a request would have gone after 30 ms (cpc.debounceMs), and been answered well within this
+    ghost = vscode.page.locator(GHOST_TEXT).first
+    assert not ghost.is_visible(), f"a suggestion showed while they were off: {ghost.inner_text()!r}"
+    assert answered(vscode) == before, f"the server was asked while suggestions were off\n{vscode.diagnostics()}"
+    status_menu(vscode, "Turn Suggestions On")
+    wait_for_status(vscode, "CPC: ready", 15)
+    type_at(vscode, 1, -1, "t")  # (by the palette: the editor has the focus, the cursor at the line's end)
+    wait_for_ghost_text(vscode)
+    assert answered(vscode)[0] > before[0], "no request reached the model once suggestions were on"
+
+
 def test_the_status_item_opens_the_log(vscode: VSCode):
     panel = vscode.page.locator(".part.panel .monaco-editor .view-lines")
     if panel.first.is_visible():  # the tests before showed the log
         palette(vscode.page, ">View: Hide Panel", row="View: Hide Panel")
         panel.first.wait_for(state="hidden", timeout=10_000)
-    vscode.page.locator(STATUS_ITEM).click()
+    status_menu(vscode, "Show Log")
     try:  # the log's last lines: the server's `model ready`, or the status reports written since
         panel.filter(has_text=re.compile(r"model\s+ready|from\s+the\s+cache")).first.wait_for(timeout=15_000)
     except Exception as error:

@@ -7,14 +7,20 @@ import {
     CONFIG_SECTION,
     CpcSettings,
     PathContext,
+    EnableMap,
     documentSelector,
     initializationOptions,
     needsRestart,
+    readEnable,
     readSettings,
     serverExecutable,
     startFailureMessage,
+    suggestionsOn,
+    toggled,
 } from './settings';
-import { STATUS_METHOD, ServerReport, StatusView, isServerStatus, notRunningView, statusReport, statusView } from './status';
+import {
+    STATUS_METHOD, ServerReport, StatusView, isServerStatus, notRunningView, offView, statusReport, statusView,
+} from './status';
 import { EditorPlace, SHOW_GROWN_COMMAND, SUGGESTION_READY_METHOD, declareGrowth, isForPlace, isSuggestionReady } from './grow';
 
 let client: LanguageClient | undefined;
@@ -26,8 +32,10 @@ let client: LanguageClient | undefined;
  */
 const retiring = new WeakSet<LanguageClient>();
 let output: vscode.LogOutputChannel | undefined;
-/** Shows the server's state (starting, loading the model, ready, error); a click shows the log. */
+/** Shows the server's state (starting, loading the model, ready, error), or that suggestions are off; a click opens CPC's menu. */
 let statusItem: vscode.StatusBarItem | undefined;
+/** The server's state as the status item shows it while suggestions are on. */
+let serverView: StatusView = statusView({ state: 'starting' });
 /** Serializes start/stop so that quick restarts do not overlap. */
 let pending: Promise<void> = Promise.resolve();
 /** VS Code's secret storage: the model server's key (**CPC: Set Remote API Key**). */
@@ -37,7 +45,12 @@ function pathContext(): PathContext {
     return { home: os.homedir(), workspaceFolder: vscode.workspace.workspaceFolders?.[0]?.uri.fsPath };
 }
 
-function showStatus(view: StatusView): void {
+function showStatus(view: StatusView = serverView): void {
+    serverView = view;
+    const language = vscode.window.activeTextEditor?.document.languageId;
+    if (language !== undefined && !suggestionsOn(enabled(), language)) {
+        view = offView(view, language);
+    }
     if (!statusItem) {
         return;
     }
@@ -45,6 +58,53 @@ function showStatus(view: StatusView): void {
     statusItem.tooltip = view.tooltip;
     statusItem.backgroundColor = view.kind === 'error' ? new vscode.ThemeColor('statusBarItem.errorBackground') : undefined;
     statusItem.show();
+}
+
+/** `cpc.enable`: where suggestions show. */
+function enabled(): EnableMap {
+    return readEnable(vscode.workspace.getConfiguration(CONFIG_SECTION).get('enable'));
+}
+
+/** Asks the server only where suggestions are on (`cpc.enable`): elsewhere VS Code gets none, and no request goes. */
+function whereEnabled<T>(document: vscode.TextDocument, ask: () => T): T | null {
+    return suggestionsOn(enabled(), document.languageId) ? ask() : null;
+}
+
+/**
+ * **CPC: Toggle Suggestions** (`languageId` undefined: every language without an entry of its own) and
+ * **CPC: Toggle Suggestions for This Language**: `cpc.enable` written where it is set (the workspace's
+ * settings if they hold it, else the user's), which the status item and the next key follow.
+ */
+async function toggleSuggestions(languageId?: string): Promise<void> {
+    const config = vscode.workspace.getConfiguration(CONFIG_SECTION);
+    const enable = toggled(enabled(), languageId);
+    const target = config.inspect('enable')?.workspaceValue !== undefined
+        ? vscode.ConfigurationTarget.Workspace : vscode.ConfigurationTarget.Global;
+    await config.update('enable', enable, target);
+    const on = suggestionsOn(enable, languageId ?? '*');
+    output?.info(`Suggestions turned ${on ? 'on' : 'off'} ${languageId ? `in ${languageId} documents` : 'in every language'}`);
+    if (!on) {
+        void vscode.commands.executeCommand('editor.action.inlineSuggest.hide');
+    }
+}
+
+/** The status item's menu: suggestions on or off (everywhere, in this language), the status, the log, a restart. */
+async function statusMenu(): Promise<void> {
+    const enable = enabled();
+    const language = vscode.window.activeTextEditor?.document.languageId;
+    const turn = (on: boolean) => (on ? 'Turn Suggestions Off' : 'Turn Suggestions On');
+    const items: (vscode.QuickPickItem & { run: () => Thenable<unknown> })[] = [
+        { label: turn(suggestionsOn(enable, '*')), description: 'every language', run: () => toggleSuggestions() },
+        ...(language === undefined ? [] : [{
+            label: `${turn(suggestionsOn(enable, language))} for ${language}`, description: 'cpc.enable',
+            run: () => toggleSuggestions(language),
+        }]),
+        { label: 'Show Status', run: () => vscode.commands.executeCommand('cpc.showStatus') },
+        { label: 'Show Log', run: () => vscode.commands.executeCommand('cpc.showLog') },
+        { label: 'Restart Server', run: () => vscode.commands.executeCommand('cpc.restartServer') },
+    ];
+    const chosen = await vscode.window.showQuickPick(items, { title: 'CPC' });
+    await chosen?.run();
 }
 
 function currentSettings(): CpcSettings {
@@ -61,6 +121,10 @@ async function startClient(): Promise<void> {
         synchronize: { configurationSection: CONFIG_SECTION },
         outputChannel: output,
         middleware: {
+            provideInlineCompletionItems: (document, position, context, token, next) =>
+                whereEnabled(document, () => next(document, position, context, token)),
+            provideCompletionItem: (document, position, context, token, next) =>
+                whereEnabled(document, () => next(document, position, context, token)),
             workspace: {
                 didChangeConfiguration: async (sections, next) => {
                     if (retiring.has(started)) {
@@ -220,15 +284,27 @@ export function activate(context: vscode.ExtensionContext): void {
     output = vscode.window.createOutputChannel(CHANNEL_NAME, { log: true });
     statusItem = vscode.window.createStatusBarItem('cpc.status', vscode.StatusBarAlignment.Right, 100);
     statusItem.name = 'CPC';
-    statusItem.command = 'cpc.showLog';
+    statusItem.command = 'cpc.statusMenu';
     context.subscriptions.push(
         output,
         statusItem,
+        vscode.commands.registerCommand('cpc.statusMenu', statusMenu),
+        vscode.commands.registerCommand('cpc.toggleSuggestions', () => toggleSuggestions()),
+        vscode.commands.registerCommand('cpc.toggleLanguage', () => {
+            const language = vscode.window.activeTextEditor?.document.languageId;
+            return language === undefined
+                ? vscode.window.showInformationMessage('CPC: no editor is open, so no language to turn suggestions on or off for.')
+                : toggleSuggestions(language);
+        }),
+        vscode.window.onDidChangeActiveTextEditor(() => showStatus()),
         vscode.commands.registerCommand('cpc.restartServer', restart),
         vscode.commands.registerCommand('cpc.showLog', () => output?.show(true)),
         vscode.commands.registerCommand('cpc.showStatus', showServerStatus),
         vscode.commands.registerCommand('cpc.setRemoteApiKey', setRemoteApiKey),
         vscode.workspace.onDidChangeConfiguration((event) => {
+            if (event.affectsConfiguration(`${CONFIG_SECTION}.enable`)) {
+                showStatus();
+            }
             // Other cpc settings reach the running server through
             // workspace/didChangeConfiguration (synchronize.configurationSection).
             if (needsRestart((section) => event.affectsConfiguration(section))) {

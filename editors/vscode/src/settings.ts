@@ -18,16 +18,21 @@ import { INITIALIZATION_KEYS, InitializationOptions, SCHEMA, SERVER_DEFAULTS } f
 
 export { INITIALIZATION_KEYS, InitializationOptions, MODES, Mode, REMOTE_APIS, RemoteApi } from './schema';
 
+/** `cpc.enable`: whether suggestions show, by VS Code language id (`python`, `markdown`); `*` for the others. */
+export type EnableMap = Record<string, boolean>;
+
 /** Every setting of the extension, validated. */
 export interface CpcSettings extends InitializationOptions {
     serverPath: string;
     serverArgs: string[];
+    enable: EnableMap;
 }
 
 export const DEFAULTS: Readonly<CpcSettings> = Object.freeze({
     ...SERVER_DEFAULTS,
     serverPath: 'cpc-lsp',
     serverArgs: Object.freeze([]) as unknown as string[],
+    enable: Object.freeze({ '*': true }) as EnableMap,
 });
 
 /** Settings that shape the command line: changing one restarts the server. */
@@ -166,7 +171,29 @@ export function readSettings(source: SettingsSource | Record<string, unknown> | 
         ...(server as unknown as InitializationOptions),
         serverPath: expandPath(toNonEmptyString(get('serverPath'), DEFAULTS.serverPath), ctx),
         serverArgs: toStringArray(get('serverArgs')).map((arg) => expandPath(arg, ctx)),
+        enable: readEnable(get('enable')),
     };
+}
+
+/** `cpc.enable` read: its entries whose value is a boolean (`{"*": true}` when it holds none). */
+export function readEnable(value: unknown): EnableMap {
+    const entries = typeof value === 'object' && value !== null && !Array.isArray(value)
+        ? Object.entries(value).filter(([, on]) => typeof on === 'boolean')
+        : [];
+    return entries.length ? Object.fromEntries(entries) : { ...DEFAULTS.enable };
+}
+
+/** Whether suggestions show in a document of `languageId`: its own entry, else `*`'s, else yes. */
+export function suggestionsOn(enable: EnableMap, languageId: string): boolean {
+    return enable[languageId] ?? enable['*'] ?? true;
+}
+
+/**
+ * `cpc.enable` with suggestions turned the other way in `languageId`'s documents (its own entry) or, with none,
+ * in every language without an entry of its own (`*`, as GitHub Copilot's `github.copilot.enable`).
+ */
+export function toggled(enable: EnableMap, languageId = '*'): EnableMap {
+    return { ...enable, [languageId]: !suggestionsOn(enable, languageId) };
 }
 
 /** The `initializationOptions` of the `initialize` request: every server setting, in `INITIALIZATION_KEYS`' order. */

@@ -28,7 +28,7 @@ export interface StatusView {
     kind: 'busy' | 'ready' | 'error';
 }
 
-const CLICK = 'Click to show the CPC log.';
+const CLICK = "Click for CPC's menu: suggestions on or off, the server's status, its log.";
 
 /** The view of a server state from a `cpc/status` notification. */
 export function statusView(status: ServerStatus): StatusView {
@@ -59,6 +59,21 @@ export function statusView(status: ServerStatus): StatusView {
         default:
             return { text: '$(sync~spin) CPC: starting', tooltip: `cpc-lsp is starting. ${CLICK}`, kind: 'busy' };
     }
+}
+
+/**
+ * The view while suggestions are off in the editor's language (`cpc.enable`): `server`'s own view unless that
+ * is an error, which still shows (the server keeps running and reading the documents meanwhile).
+ */
+export function offView(server: StatusView, languageId: string): StatusView {
+    if (server.kind === 'error') {
+        return server;
+    }
+    return {
+        text: '$(circle-slash) CPC: off',
+        tooltip: `Suggestions are off in ${languageId} documents (cpc.enable). ${server.tooltip}`,
+        kind: server.kind,
+    };
 }
 
 /** The view while the server process is not running (it could not start, or it stopped). */

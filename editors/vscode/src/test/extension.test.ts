@@ -78,8 +78,9 @@ describe('extension (stub vscode, fake server)', () => {
             channels.map((c) => [c.name, c.options]),
             [['CPC', { log: true }]],
         );
-        assert.ok(commands.has('cpc.restartServer'));
-        assert.ok(commands.has('cpc.showLog'));
+        for (const command of ['cpc.restartServer', 'cpc.showLog', 'cpc.statusMenu', 'cpc.toggleSuggestions', 'cpc.toggleLanguage']) {
+            assert.ok(commands.has(command), command);
+        }
     });
 
     it("shows the server's state from cpc/status notifications in a status bar item", async () => {
@@ -88,7 +89,7 @@ describe('extension (stub vscode, fake server)', () => {
         await waitFor(() => item.text.includes('ready'), 'the status item to say ready');
         assert.equal(item.text, '$(check) CPC: ready');
         assert.match(item.tooltip, /fake-model/);
-        assert.equal(item.command, 'cpc.showLog');
+        assert.equal(item.command, 'cpc.statusMenu');
         assert.ok(item.visible && item.backgroundColor === undefined);
         assert.ok(channels[0].lines.some((line) => line.includes('Server state: loading')), channels[0].lines.join('\n'));
     });

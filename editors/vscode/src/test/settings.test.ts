@@ -15,8 +15,11 @@ import {
     expandPath,
     initializationOptions,
     needsRestart,
+    readEnable,
     readSettings,
     serverExecutable,
+    suggestionsOn,
+    toggled,
     API_KEY_ENV,
     startFailureMessage,
     toInteger,
@@ -64,6 +67,7 @@ describe('readSettings defaults', () => {
             workspaceMaxFiles: 5000,
             serverPath: 'cpc-lsp',
             serverArgs: [],
+            enable: { '*': true },
         });
     });
 
@@ -101,6 +105,7 @@ describe('readSettings defaults', () => {
             workspaceMaxFiles: 10,
             serverPath: '/opt/cpc/bin/cpc-lsp',
             serverArgs: ['--log-file', '/tmp/x.log'],
+            enable: { '*': false, python: true },
         };
         assert.deepEqual(readSettings(source(set)), set);
     });
@@ -351,6 +356,31 @@ describe('serverExecutable', () => {
     });
 });
 
+describe('where suggestions show (cpc.enable)', () => {
+    it('reads its boolean entries, and every language on without any', () => {
+        assert.deepEqual(readEnable({ '*': true, markdown: false, python: 'no' }), { '*': true, markdown: false });
+        for (const value of [undefined, null, true, [], 'off', {}, { python: 1 }]) {
+            assert.deepEqual(readEnable(value), { '*': true });
+        }
+        assert.deepEqual(readSettings({}).enable, { '*': true });
+    });
+
+    it('asks a language its own entry, then *, then says yes', () => {
+        const enable = { '*': false, python: true };
+        assert.equal(suggestionsOn(enable, 'python'), true);
+        assert.equal(suggestionsOn(enable, 'markdown'), false);
+        assert.equal(suggestionsOn({ markdown: false }, 'python'), true);
+    });
+
+    it('turns a language, or every language without an entry, the other way', () => {
+        assert.deepEqual(toggled({ '*': true }), { '*': false });
+        assert.deepEqual(toggled({ '*': false, python: true }), { '*': true, python: true });
+        assert.deepEqual(toggled({ '*': true }, 'markdown'), { '*': true, markdown: false });
+        assert.deepEqual(toggled({ '*': false, markdown: false }, 'markdown'), { '*': false, markdown: true });
+        assert.deepEqual(toggled(toggled({ '*': true, go: false })), { '*': true, go: false });
+    });
+});
+
 describe('client wiring', () => {
     it('serves every language in file and untitled documents, and in notebooks\' cells', () => {
         assert.deepEqual(documentSelector(), [{ scheme: 'file' }, { scheme: 'untitled' }, { scheme: 'vscode-notebook-cell' }]);
@@ -383,7 +413,7 @@ describe('client wiring', () => {
 });
 
 describe('package.json agrees with the module', () => {
-    const settingKeys = [...INITIALIZATION_KEYS, 'serverPath', 'serverArgs'];
+    const settingKeys = [...INITIALIZATION_KEYS, 'serverPath', 'serverArgs', 'enable'];
 
     it('declares every setting with a type, a description and the same default', () => {
         for (const key of settingKeys) {

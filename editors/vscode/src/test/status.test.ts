@@ -1,7 +1,7 @@
 // The status bar item's views of the server states (src/status.ts).
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { isServerStatus, notRunningView, statusReport, statusView } from '../status';
+import { isServerStatus, notRunningView, offView, statusReport, statusView } from '../status';
 
 describe('status views', () => {
     it('says loading, ready (with the model) and error (with the reason)', () => {
@@ -24,6 +24,14 @@ describe('status views', () => {
         assert.equal(refused.kind, 'error');
         assert.match(refused.tooltip, /refused this client's key/);
         assert.equal(statusView({ state: 'ready', serverError: null }).text, '$(check) CPC: ready');
+    });
+
+    it('says when suggestions are off in the editor\'s language, unless the server has an error to show', () => {
+        const off = offView(statusView({ state: 'ready', model: 'gemma' }), 'markdown');
+        assert.equal(off.text, '$(circle-slash) CPC: off');
+        assert.match(off.tooltip, /off in markdown documents \(cpc\.enable\)\. cpc-lsp is ready: model gemma/);
+        const error = statusView({ state: 'error', error: 'no such file' });
+        assert.deepEqual(offView(error, 'markdown'), error);
     });
 
     it('treats an unknown state as starting, and a stopped server as an error', () => {
