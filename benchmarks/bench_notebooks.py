@@ -39,7 +39,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.bench_server import (  # noqa: E402
-    FIGURES, MOMENTS_MS, engine_options, judge, mean_figures, open_and_pause, shown_at)
+    FIGURES, MOMENTS_MS, engine_options, judge, mean_figures, moments_axis, open_and_pause, shown_at)
 from cpc.session import CompletionSession, EngineSettings, Script  # noqa: E402
 from harness.bench.quality import Case, draw_cases  # noqa: E402
 from harness.bench.sources import expand  # noqa: E402
@@ -163,12 +163,7 @@ def plot(result: dict, path: str) -> None:
             if mode in result["engine"]:
                 axis.axhline(100 * result["engine"][mode][name], color=colors[mode], ls="--", lw=1,
                              label=f"{mode}: in process, no time budget")
-        axis.set_xscale("log")
-        axis.set_xticks(moments, [f"{ms} ms" if ms < 1000 else f"{ms // 1000} s" for ms in moments])
-        axis.minorticks_off()
-        axis.set_xlabel("time after the keystroke")
-        axis.set_title(name.replace("_", " "))
-        axis.set_ylim(0, 100)
+        moments_axis(axis, moments, name)
     axes[0].set_ylabel("% of cursors")
     axes[1].legend(fontsize=7, loc="upper right")
     fig.suptitle(f"In a notebook: {result['cases']} cursors of {Path(result['files']).name} cut into cells, "

@@ -323,13 +323,7 @@ def plot(result: dict, path: str) -> None:
                       color=color, label=f"{mode}: cpc-lsp")
             axis.axhline(100 * result["engine"][mode][name], color=color, ls="--", lw=1,
                          label=f"{mode}: in process, no time budget")
-        axis.set_xscale("log")
-        axis.set_xticks(result["moments_ms"],
-                        [f"{ms} ms" if ms < 1000 else f"{ms // 1000} s" for ms in result["moments_ms"]])
-        axis.minorticks_off()  # the log scale's own ticks would be labelled over the moments
-        axis.set_xlabel("time after the keystroke")
-        axis.set_title(name.replace("_", " "))
-        axis.set_ylim(0, 100)
+        moments_axis(axis, result["moments_ms"], name)
     axes[0].set_ylabel("% of cursors")
     axes[1].legend(fontsize=7, loc="upper right")  # line exact stays well under 60 %: room above its lines
     changed = ", ".join(f"{k}={v}" for k, v in result["changed"].items()) or "shipping defaults"
@@ -339,6 +333,16 @@ def plot(result: dict, path: str) -> None:
                  f"typed {describe_pause(result['pause'])}, {changed}", fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
+
+
+def moments_axis(axis: object, moments: list[int], name: str) -> None:
+    """A plot of figure ``name`` (in % of cursors) against the moments after the keystroke, on a log scale."""
+    axis.set_xscale("log")
+    axis.set_xticks(moments, [f"{ms} ms" if ms < 1000 else f"{ms // 1000} s" for ms in moments])
+    axis.minorticks_off()  # the log scale's own ticks would be labelled over the moments
+    axis.set_xlabel("time after the keystroke")
+    axis.set_title(name.replace("_", " "))
+    axis.set_ylim(0, 100)
 
 
 def parse_setting(text: str) -> tuple[str, object]:
