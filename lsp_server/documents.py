@@ -215,19 +215,13 @@ def document_script(workspace: Workspace, uri: str) -> Script | None:
     if document is None:
         return None
     notebook = workspace.get_notebook_document(cell_uri=uri)
-    cells = notebook.cells if notebook is not None else []
-    if not any(cell.document == uri and cell.kind == types.NotebookCellKind.Code for cell in cells):
+    documents = workspace.text_documents
+    code = [cell.document for cell in (notebook.cells if notebook is not None else [])
+            if cell.kind == types.NotebookCellKind.Code and cell.document in documents
+            and documents[cell.document].language_id == document.language_id]
+    if uri not in code:  # no notebook's cell, or a markdown one: its own text
         return Script("", document.source, "")
-    texts, index = [], 0
-    for cell in cells:
-        if cell.document == uri:
-            index = len(texts)
-            texts.append(document.source)
-            continue
-        other = workspace.text_documents.get(cell.document)
-        if cell.kind == types.NotebookCellKind.Code and other is not None and other.language_id == document.language_id:
-            texts.append(other.source)
-    return Script.around(texts, index)
+    return Script.around([documents[cell].source for cell in code], code.index(uri))
 
 
 def edit_end(workspace: Workspace, uri: str, changes: Sequence[types.TextDocumentContentChangeEvent]) -> int | None:
