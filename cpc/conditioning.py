@@ -6,7 +6,7 @@ characters", the input generation works from:
 1. The model's own tokens of the stable part form the *prompt*. They are
    taken from the canonical tokenization of the whole text (tokenized in
    context), up to the last token boundary at or before the unstable tail
-   that `cpc.pretokenize` isolates.
+   that `cpc.pretokenize` isolates (its last `max_tail_bytes` at most).
 2. `cpc.candidates` lists the re-encode-validated covering paths of the rest
    (the *tail*): canonical tokens of the tail up to a split point, then one
    token that crosses or ends at the cursor.
@@ -35,25 +35,71 @@ from cpc.candidates import Analysis, CandidateFinder
 from cpc.lm import State
 from cpc.pretokenize import chunk_starts, ends_inside_character, split_tail
 from cpc.tokenizer import Tokenizer
-from cpc.window import MAX_PROMPT_TOKENS, fit_window, prompt_window
+from cpc.window import GENERATION_ROOM, MAX_PROMPT_TOKENS, fit_window, prompt_window
 
 _PREFETCH_LIMIT = 48  # canonical tail states fetched up front; the beam fetches any others itself
+
+
+TAIL_TOKENS = 2
+"""The unstable tail holds at most this many of the vocabulary's longest tokens' bytes (`max_tail_bytes`)."""
+
+
+def max_tail_bytes(tokenizer: Tokenizer) -> int:
+    """The most bytes the tail holds from its bound on: `TAIL_TOKENS` of the longest tokens, and never more
+    tokens (a byte each at most) than half the room the window leaves in the context
+    (`cpc.window.GENERATION_ROOM`). The tail starts at the token boundary at or before that bound, so it
+    holds up to one token more: within the room still.
+
+    >>> from cpc.tokenizer import TiktokenTokenizer
+    >>> max_tail_bytes(TiktokenTokenizer())  # cl100k's longest token is 128 bytes
+    128
+    """
+    return min(TAIL_TOKENS * tokenizer.vocab.longest, GENERATION_ROOM // 2)
+
+
+def bounded_tail_start(text: str, start: int, max_bytes: int) -> int:
+    """``start``, the tail's start, moved on so that the tail holds at most ``max_bytes`` bytes (UTF-8).
+
+    The byte beam reads the tail byte by byte, and the pre-tokenizer's last
+    chunk has no length limit: a long string of letters, a run of spaces or a
+    line of emoji (minified code, base64, an ASCII-art comment) made one
+    keystroke cost the beam a model state per byte, tens of seconds, and
+    a tail longer than the context's room. Room for two of the longest
+    tokens still lets every token cover the cursor and the one before it
+    vary; the rest of the chunk is read as the whole text's tokens. The
+    start moves in steps of half of ``max_bytes`` (then on to a character's
+    start), not with each key, so that the next key finds the tail's first
+    tokens in the cache (`cpc.window`'s rule).
+
+    >>> text = "x = '" + "a" * 500
+    >>> bounded_tail_start(text, 4, 96), bounded_tail_start(text + "a", 4, 96), bounded_tail_start("x = 'ab", 4, 96)
+    (436, 436, 4)
+    """
+    data = text[start:].encode("utf-8")
+    if len(data) <= max_bytes:
+        return start
+    step = max(1, max_bytes // 2)
+    cut = ((len(data) - max_bytes) // step + 1) * step
+    while cut < len(data) and data[cut] & 0xC0 == 0x80:  # a UTF-8 continuation byte: not a character's start
+        cut += 1
+    return start + len(data[:cut].decode("utf-8"))
 
 
 def stable_tokens(tokenizer: Tokenizer, text: str, max_tokens: int) -> tuple[State, int]:
     """The model's tokens of the stable part of ``text`` (taken in context, at most ``max_tokens``
     of the last), and the byte offset where they end: where the tail starts for this tokenizer.
 
-    That is the last token boundary at or before the pre-tokenizer's split; a tokenizer whose
-    tokens cross the split (Gemma's ``"  "`` in ``"  def"``) starts the tail earlier.
+    That is the last token boundary at or before the pre-tokenizer's split (in a last chunk longer
+    than `max_tail_bytes`, before its last bytes: `bounded_tail_start`); a tokenizer whose tokens
+    cross the split (Gemma's ``"  "`` in ``"  def"``) starts the tail earlier.
 
     >>> from cpc.tokenizer import TiktokenTokenizer
     >>> stable_tokens(TiktokenTokenizer(), "x = self.wid", 100)
     ((87, 284, 659), 8)
     """
     data = text.encode("utf-8")
-    split = split_tail(text)
-    tail_start = split.byte_start
+    start = bounded_tail_start(text, split_tail(text).start, max_tail_bytes(tokenizer))
+    tail_start = len(data) - len(text[start:].encode("utf-8"))
     pieces = tokenizer.vocab.pieces
     tokens = tokenizer.encode(data)
     ends = np.cumsum(tokenizer.vocab.lengths[tokens])
@@ -62,7 +108,7 @@ def stable_tokens(tokenizer: Tokenizer, text: str, max_tokens: int) -> tuple[Sta
     if tokenizer.vocab.decode(tokens[:count]) != data[:end]:
         # The tokenizer did not spell the stable part (a byte it has no
         # token for, NFKC): token lengths no longer say where the tail starts.
-        return _stable_encoded_alone(tokenizer, text, tokens, split.start, max_tokens)
+        return _stable_encoded_alone(tokenizer, text, tokens, start, max_tokens)
     # The tail must start on a character boundary (byte-level tokens may not).
     while count and ends_inside_character(data[:end]):
         count -= 1
@@ -75,12 +121,12 @@ def _stable_encoded_alone(
 ) -> tuple[State, int]:
     """The stable part encoded alone, for a tokenizer that does not spell it.
 
-    It ends at the latest chunk start at or before the split whose text,
+    It ends at the split, or the latest chunk start before it, whose text,
     encoded alone, begins the whole text's tokens: a tokenizer without the
     pre-tokenizer's digit groups may take ``"123"`` as one token across the
     split of ``"\\x1f0123"``. Where no chunk start agrees, the split itself.
     """
-    for start in chunk_starts(text, split_start):
+    for start in dict.fromkeys([split_start, *chunk_starts(text, split_start)]):
         prefix = text[:start].encode("utf-8")
         stable = tokenizer.encode(prefix)
         if list(tokens[: len(stable)]) == stable:

@@ -57,6 +57,10 @@ __all__ = ["Fusion", "FusionWeights", "ProjectCorpus"]
 
 SCOPE_WEIGHTS = (0.5, 0.2, 0.3)
 """The n-gram cache's mixture over (current document, other open documents, workspace files): most local first."""
+LONG_LINE = 1_000
+"""A line longer than this many characters is counted as an empty one: minified code and data (a sequence, a
+hash) are not what anyone types next, and an open document's long line was counted again on every key (a
+bundle's 300 KB line: a second a key). One line in 15,000 of the standard library is that long."""
 FULL_PULL_TOKENS = 1_000
 """Tokens read (workspace files and open documents) from which fusion pulls as hard as its weights say, and
 below which in proportion (`ProjectCorpus.pull`): a lone short file is too little evidence of what the next
@@ -347,7 +351,15 @@ class ProjectCorpus:
 
 
 def _lines(text: str) -> list[str]:
-    """The lines of ``text``, each with its ``\\n`` (the unit the counts are kept in)."""
-    lines = text.split("\n")
+    """The lines of ``text``, each with its ``\\n`` (the unit the counts are kept in); a line longer than
+    `LONG_LINE` is counted as an empty one.
+
+    >>> _lines("a = 1\\n" + "x" * 2000 + "\\nb")
+    ['a = 1\\n', '\\n', 'b']
+    """
+    lines = [line if len(line) <= LONG_LINE else "" for line in text.split("\n")]
     last = lines.pop()
-    return [line + "\n" for line in lines] + ([last] if last else [])
+    counted = [line + "\n" for line in lines]
+    if text and not text.endswith("\n"):  # a last line without its line break, kept even when not counted
+        counted.append(last)
+    return counted

@@ -52,7 +52,7 @@ from typing import Any
 
 from cpc.engine import Engine
 from cpc.folder_files import ReadLimits, ReadProgress, ReadReport, folder_file, folder_files
-from cpc.fusion import FusionWeights, ProjectCorpus
+from cpc.fusion import LONG_LINE, FusionWeights, ProjectCorpus
 from cpc.generate import MODES, Options, generate, warm
 from cpc.lm import DEFAULT_CONTEXT_SIZE, Cancelled
 from cpc.model_files import ModelError, Progress
@@ -67,7 +67,7 @@ __all__ = [
     # the door
     "Answer", "CompletionSession", "EngineSettings", "SuggestionCache", "answer_key",
     # what a caller passes and reads: value types
-    "DEFAULT_CONTEXT_SIZE", "MODES", "REMOTE_APIS", "FusionWeights", "Options", "ReadLimits", "ReadReport",
+    "DEFAULT_CONTEXT_SIZE", "LONG_LINE", "MODES", "REMOTE_APIS", "FusionWeights", "Options", "ReadLimits", "ReadReport",
     "RemoteOptions", "Window",
     # a notebook's cell read with the code cells around it
     "Script",

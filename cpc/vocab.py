@@ -95,6 +95,15 @@ class Vocabulary:
         """
         return np.fromiter(map(len, self.pieces), dtype=np.int64, count=len(self.pieces))
 
+    @cached_property
+    def longest(self) -> int:
+        """The most bytes one token spells.
+
+        >>> Vocabulary.from_cl100k().longest
+        128
+        """
+        return int(self.lengths.max(initial=0))
+
     def decode(self, token_ids: Iterable[int]) -> bytes:
         """Concatenate the bytes of ``token_ids`` (special tokens add nothing)."""
         pieces = self.pieces

@@ -22,7 +22,7 @@ from pygls.exceptions import JsonRpcInvalidParams
 from pygls.workspace import Workspace
 
 from cpc.session import Window, replaced_after
-from lsp_server.documents import character_index, document_script
+from lsp_server.documents import character_index, code_units, document_script, line_start
 
 _WORD_BEFORE = re.compile(r"\w+$")
 _LONGEST_WORD = 256
@@ -80,12 +80,12 @@ class Cursor:
                 f"position {line}:{character} is past the end of line {line} or splits a character "
                 f"(positions count {workspace.position_encoding} code units)"
             )
-        start = script.start + sum(len(previous) for previous in lines[:line]) + column
+        start = script.start + line_start(lines, line) + column
         source = script.text  # a notebook's cell reads the code cells around it
         # in a bounded window: over a whole line `\w+$` is quadratic in its runs of word characters (minified code)
         word = _WORD_BEFORE.search(text, max(0, column - _LONGEST_WORD), column)
         word_text = word.group() if word else ""
-        units = workspace.position_codec.client_num_units(text[: column - len(word_text)])
+        units = code_units(text[: column - len(word_text)], workspace.position_codec)
         return cls(
             uri=uri,
             document=source,

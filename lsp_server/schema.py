@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from cpc.session import DEFAULT_CONTEXT_SIZE, MODES, REMOTE_APIS, RemoteOptions, ReadLimits
+from cpc.session import DEFAULT_CONTEXT_SIZE, LONG_LINE, MODES, REMOTE_APIS, RemoteOptions, ReadLimits
 
 Type = Literal["string", "integer", "number", "boolean"]
 """The JSON type of a value (VS Code's ``contributes.configuration`` types)."""
@@ -202,7 +202,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "workspaceMaxFileBytes", "integer", _LIMITS.max_file_bytes,
         "Larger workspace files (generated code, data, minified bundles) are not read, and a larger open "
-        "document is not counted for fusion.",
+        f"document is not counted for fusion; in any file, a line of more than {LONG_LINE:,} characters (a "
+        "bundle's, a data line's) is not counted.",
         minimum=0,
     ),
     Setting(

@@ -6,6 +6,8 @@ import math
 
 import pytest
 
+from cpc.conditioning import max_tail_bytes
+
 TEXTS = [
     "import numpy as np\nx = np.zer",
     "def load_config(path):\n    with open(pa",
@@ -31,6 +33,29 @@ def test_paths_cover_exactly_the_typed_text(engine, text):
     logprobs = [p.logprob for p in result.paths]
     assert logprobs == sorted(logprobs, reverse=True)
     assert result.logprob >= logprobs[0]
+
+
+LONG_LAST_CHUNKS = [
+    "key = '" + "Qm" * 1500,  # one pre-token chunk of 3,000 letters: a hash, base64, minified code
+    "def f():\n" + " " * 3000,  # a run of spaces
+    "s = '" + "😀" * 2000,  # emoji: more tokens than the context has room for after the window
+]
+
+
+@pytest.mark.parametrize("text", LONG_LAST_CHUNKS, ids=["letters", "spaces", "emoji"])
+def test_a_long_last_chunk_is_read_as_a_bounded_tail(engine, text):
+    """The beam reads the tail byte by byte: a chunk of thousands of characters took tens of seconds a key
+    (and the emoji more context than there is). The tail keeps room for two of the longest tokens, and
+    stays where it is while the chunk grows: a key's tokens are bounded by the tail's bytes, not the chunk's."""
+    result = engine.conditioner.condition(text)
+    # its start is the token boundary at or before the bound: up to a token's bytes more
+    assert len(result.tail) < max_tail_bytes(engine.tokenizer) + engine.vocab.longest
+    assert text.encode().endswith(engine.vocab.decode(result.prompt) + result.tail)  # the window's end, read once
+    assert result.paths
+    tokens = engine.lm.stats.tokens
+    grown = engine.conditioner.condition(text + text[-1])
+    assert grown.prompt == result.prompt
+    assert engine.lm.stats.tokens - tokens <= 2 * len(result.tail), engine.lm.stats.tokens - tokens
 
 
 def test_a_byte_the_tokenizer_cannot_spell_is_read_once(engine):

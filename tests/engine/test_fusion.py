@@ -172,6 +172,7 @@ edits = st.lists(
 @settings(max_examples=examples(60), deadline=None)
 @given(st.lists(code_text, max_size=12).map("\n".join), edits)
 @example("a\nb\nc", [(2, 3, "x\ny"), (0, 0, "\n")])
+@example("a\n" + "x" * 1000, [(1002, 1002, "y"), (1, 1, "\nz"), (1004, 1004, "\n")])  # a line grown long, split
 def test_incremental_updates_equal_a_rebuild(cl100k, text, steps):
     live = ProjectCorpus(cl100k, order=4)
     live.update_document("doc", text)
@@ -191,6 +192,20 @@ def test_incremental_updates_equal_a_rebuild(cl100k, text, steps):
     fresh = ProjectCorpus(cl100k, order=4)  # it knows the language's own names (and nothing more)
     assert live.names.counts == fresh.names.counts and live.names.sorted == fresh.names.sorted
     assert live.names.support == fresh.names.support and np.array_equal(live.names.leads, fresh.names.leads)
+
+
+def test_a_long_line_is_counted_as_an_empty_one(cl100k):
+    """Minified code or data: its tokens are not what anyone types, and a key on it would count it again."""
+    bundle = "function f(a){return a.map(b=>b+1)};" * 40
+    corpus, plain = ProjectCorpus(cl100k, order=4), ProjectCorpus(cl100k, order=4)
+    corpus.update_document("doc", "x = 1\n" + bundle + "\ny = 2\n" + bundle)
+    plain.update_document("doc", "x = 1\n\ny = 2\n")
+    assert corpus.documents["doc"].counts.counts == plain.documents["doc"].counts.counts
+    assert corpus.names.counts == plain.names.counts
+    assert len(corpus.documents["doc"].texts) == 4  # the cursor's line number still names its line
+    corpus.add_file("bundle.min.js", bundle)
+    corpus.commit()
+    assert corpus.files.tokens == 0
 
 
 # --- the identifier model -----------------------------------------------------------------------
@@ -216,8 +231,6 @@ def toy_identifiers(request) -> IdentifierModel:
 
 def _words(data: bytes) -> list[tuple[int, int]]:
     """Spans of maximal runs of identifier bytes."""
-    from cpc.identifiers import NAME  # noqa: F401  (the same byte classes as the model)
-
     spans, start = [], None
     for position, byte in enumerate(data + b" "):
         inside = chr(byte).isalnum() or byte in b"_$" or byte >= 0x80

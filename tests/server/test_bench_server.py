@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import asdict
 
 import pytest
 
 from lsp_server.settings import Settings
-from benchmarks import bench_notebooks, bench_server
+from benchmarks import bench_long_lines, bench_notebooks, bench_server
 
 
 @pytest.mark.slow
@@ -37,3 +38,11 @@ def test_the_notebook_benchmark_asks_the_real_server_with_notebooks():
     assert set(result["server"]) == {"notebook", "cell", "file"} and set(result["engine"]) == {"notebook", "cell"}
     for case in result["per_case"]:
         assert all(case[mode] for mode in ("notebook", "cell", "file")), "a cursor got no answer from the server"
+
+
+@pytest.mark.slow
+def test_the_long_lines_benchmark_gets_every_answer():
+    """A last chunk of thousands of letters or emoji once failed (more tail than context) or took minutes."""
+    result = asyncio.run(bench_long_lines.run(keys=1, timeout_s=60, model="smollm2"))
+    assert set(result["documents"]) == set(bench_long_lines.documents())
+    assert {name: row["failed"] for name, row in result["documents"].items() if row["failed"]} == {}

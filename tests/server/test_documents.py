@@ -122,6 +122,34 @@ def test_a_position_inside_a_character_moves_to_its_start(encoding, inside, capl
     assert "inside a character" in caplog.text
 
 
+def walked_index(line: str, units: int, codec: PositionCodec) -> tuple[int, bool]:
+    """`documents.character_index` the slow way: pygls' own count, one character after another."""
+    total = 0
+    for index, char in enumerate(line):
+        if total == units:
+            return index, True
+        total += codec.impl.code_units_for_char(char)
+        if total > units:
+            return index, False
+    return len(line), total == units
+
+
+# pieces whose code units differ by encoding (a lone surrogate: a str can hold one), repeated past a chunk
+line_pieces = st.sampled_from(["a", "é", "日", "😀", "\ud800", "\u0301", " " * 40, "x" * 300])
+
+
+@settings(max_examples=300)
+@given(pieces=st.lists(line_pieces, max_size=12), encoding=st.sampled_from(ENCODINGS), data=st.data())
+@example(pieces=["x" * 300, "😀", "a"], encoding="utf-16", data=None)
+def test_positions_on_long_lines_are_counted_as_pygls_counts_them(pieces, encoding, data):
+    line, codec = "".join(pieces), PositionCodec(encoding)
+    total = sum(codec.impl.code_units_for_char(char) for char in line)
+    assert documents.code_units(line, codec) == codec.client_num_units(line) == total
+    targets = range(-1, total + 3) if data is None else [data.draw(st.integers(-1, total + 2), label="units")]
+    for units_in in targets:
+        assert documents.character_index(line, units_in, codec) == walked_index(line, units_in, codec), units_in
+
+
 def test_edits_at_the_end_of_a_line_and_of_the_document(caplog):
     doc = document("ab\ncd\n")
     with caplog.at_level(logging.WARNING, logger=documents.__name__):
