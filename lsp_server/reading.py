@@ -3,7 +3,8 @@
 The session's corpus (`cpc.session.CompletionSession.corpus`) follows the
 open documents: each ``didOpen``/``didChange`` queues the document's newest
 text on the worker thread, so a completion submitted after it sees it, and
-edits queued meanwhile are coalesced (`queue_document`). It reads the
+edits queued meanwhile are coalesced (`queue_document`); a completion
+waiting in another document goes first. It reads the
 client's ``workspaceFolders`` (else ``rootUri``) on a thread of its own,
 with a work-done progress bar; a setting change, a new folder or a model
 load starts that again, and a reading under way for something else is
@@ -84,6 +85,9 @@ class CorpusFeeder:
     """A model is loaded and none is loading: the corpus is the one that will serve."""
     progress_bar: Callable[[str], ProgressBar]
     log_line: Callable[[str], None]
+    request_waits_elsewhere: Callable[[str], bool] = lambda uri: False
+    """Whether a completion request waits for the worker in a document other than ``uri``: ``uri``'s update
+    then goes after it (`queue_document`)."""
     job: ReadingJob = field(default_factory=ReadingJob, init=False)
     folders_given: bool = field(default=False, init=False)
     """Whether the client sent ``workspaceFolders`` (then ``rootUri`` is not read, even with no folder left)."""
@@ -103,7 +107,11 @@ class CorpusFeeder:
 
         Queued behind whatever the worker has, so a completion requested
         after this edit sees it; edits queued meanwhile are coalesced: the
-        update applies the newest text.
+        update applies the newest text. A completion in another document
+        goes first: when an editor opens or reloads many documents at once
+        (a session restored, a branch checked out), counting them all took
+        seconds before the next suggestion; they count as evidence from the
+        other open documents, which can wait a request.
         """
         document = self.workspace().text_documents.get(uri)
         if document is None:
@@ -122,6 +130,9 @@ class CorpusFeeder:
         self._submit(self.session.close_document, uri)
 
     def _apply_document(self, uri: str) -> None:
+        if self.request_waits_elsewhere(uri):
+            self._submit(self._apply_document, uri)  # to the back of the queue, behind the request
+            return
         with self._pending_lock:
             text = self._pending_texts.pop(uri, None)
         if text is not None:

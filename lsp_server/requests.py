@@ -225,6 +225,14 @@ class Requests:
 
     # -- completions -----------------------------------------------------------------
 
+    def waits_elsewhere(self, uri: str) -> bool:
+        """Whether a completion request waits for the worker (or runs on it) in a document other than ``uri``.
+
+        Read on the worker thread: `in_flight` and `last_cursor` are swapped whole on the event loop.
+        """
+        cursor = self.last_cursor
+        return self.in_flight > 0 and cursor is not None and cursor.uri != uri
+
     async def suggest(self, cursor: Cursor, may_grow: bool = False) -> list[str]:
         """Completions for ``cursor``: from the cache, or from the model unless a newer request came.
 

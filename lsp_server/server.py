@@ -80,6 +80,7 @@ class CPCServer(CheckedLanguageServer):
             self.session, self.worker, lambda: self.workspace, lambda: self.settings.read_limits,
             model_ready=lambda: self.session.ready and not self.loading.active,
             progress_bar=lambda title: ProgressBar(self, title), log_line=self.log,
+            request_waits_elsewhere=self.requests.waits_elsewhere,
         )
 
     def configure(self, raw: Any) -> None:
