@@ -33,6 +33,7 @@ context than they read (`context_for`).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -83,7 +84,9 @@ class Window:
     """The text a request reads around the cursor: the end of the text before it, the start of the text after it.
 
     Sliced from the document at the cursor (`Window.at`), nothing else of it
-    copied: the window is what the engine reads and what its caches keep.
+    copied: the window is what the engine reads and what its caches keep. A
+    lone surrogate (a ``str`` from JSON's ``"\\ud800"`` holds one; UTF-8 has
+    none) reads as U+FFFD, one character for one.
 
         >>> document = "x = 1\\n" * 10_000 + "y = "
         >>> window = Window.at(document, len(document) - 2, prompt_tokens=1024)
@@ -112,7 +115,7 @@ class Window:
             step = max(1, chars // 4)
             cut = (cursor - chars) // step * step
             start = (document.rfind("\n", max(0, cut - step), cut) + 1) or cut
-        return cls(document[start:cursor], document[cursor : cursor + MAX_SUFFIX_CHARS])
+        return cls(_readable(document[start:cursor]), _readable(document[cursor : cursor + MAX_SUFFIX_CHARS]))
 
     @property
     def suffix_cut(self) -> bool:
@@ -140,6 +143,20 @@ class Window:
                 past_closers(self.suffix), past_closers(earlier.suffix), cut=self.suffix_cut and earlier.suffix_cut):
             return None
         return self.prefix[len(earlier.prefix) :]
+
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _readable(text: str) -> str:
+    """``text`` with each lone surrogate replaced by U+FFFD: text the tokenizers can encode.
+
+    >>> _readable("s = '\\ud800'")
+    "s = '\ufffd'"
+    """
+    if text.isascii() or _LONE_SURROGATE.search(text) is None:
+        return text
+    return _LONE_SURROGATE.sub("\ufffd", text)
 
 
 def same_after(first: str, second: str, *, cut: bool) -> bool:

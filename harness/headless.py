@@ -26,6 +26,7 @@ server blocked on a full pipe would stop answering.
 from __future__ import annotations
 
 import asyncio
+import re
 import sys
 import time
 import uuid
@@ -38,6 +39,10 @@ from lsprotocol import types
 from pygls.lsp.client import LanguageClient
 
 from lsp_server.extensions import DOCUMENT_TEXT, GROWTH_CAPABILITY, STATUS, SUGGESTION_READY
+
+
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")
+"""LSP's line breaks, and only those (written here, not taken from the server: the editor keeps its own count)."""
 
 
 @dataclass(eq=False)
@@ -320,16 +325,15 @@ class HeadlessEditor:
         return answer.text, answer.version
 
     def position(self, offset: int) -> types.Position:
-        before = self.text[:offset]
-        line_start = before.rfind("\n") + 1
-        return types.Position(before.count("\n"), len(before[line_start:].encode("utf-16-le")) // 2)
+        """The LSP position of ``offset``: lines end at ``\\r\\n``, ``\\r`` or ``\\n``, columns count UTF-16 units."""
+        lines = _LINE_BREAK.split(self.text[:offset])
+        return types.Position(len(lines) - 1, len(lines[-1].encode("utf-16-le")) // 2)
 
     def offset(self, position: types.Position) -> int:
-        lines = self.text.split("\n")
-        line = lines[position.line]
-        units = 0
-        column = 0
+        starts = [0] + [match.end() for match in _LINE_BREAK.finditer(self.text)]
+        line_start = starts[position.line]
+        column, units = line_start, 0
         while units < position.character:
-            units += len(line[column].encode("utf-16-le")) // 2
+            units += len(self.text[column].encode("utf-16-le")) // 2
             column += 1
-        return sum(len(text) + 1 for text in lines[: position.line]) + column
+        return column

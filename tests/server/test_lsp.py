@@ -264,6 +264,17 @@ async def test_utf16_positions_around_emoji_and_cjk(client: LanguageClient):
         await inline(client, uri, 2, inside_the_emoji)
 
 
+async def test_a_lone_surrogate_in_the_text_is_read_and_answered(client: LanguageClient):
+    """JSON can carry an unpaired ``\\ud800`` (a UTF-16 file with half an emoji), UTF-8 cannot: every request
+    in such a document failed with ``surrogates not allowed``, shown to the user at every key."""
+    uri = "file:///surrogate.py"
+    open_document(client, uri, "s = '\ud800abc'\nprint(s.up")
+    shown = len(client.messages)
+    result = await inline(client, uri, 1, len("print(s.up"))
+    assert result.items and result.items[0].insert_text.startswith("up")
+    assert client.messages[shown:] == []
+
+
 async def test_a_storm_of_keystrokes_keeps_only_the_newest_request(client: LanguageClient):
     uri = "file:///storm.py"
     text, line, character = textwrap_case("self.break_on_hyphens = break_on_hyphens", "self.break_on_hyphens = brea")
