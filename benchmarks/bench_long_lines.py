@@ -89,7 +89,8 @@ async def measure(editor: HeadlessEditor, uri: str, text: str, keys: int, timeou
 
     await editor.open(uri, text)
     watcher = asyncio.ensure_future(ask_status())
-    times, failed, shown = [], 0, ""
+    times: list[float | None] = []  # None: failed
+    shown = ""
     for _ in range(keys + 1):
         editor.type(text[-1])
         started = time.perf_counter()
@@ -98,15 +99,16 @@ async def measure(editor: HeadlessEditor, uri: str, text: str, keys: int, timeou
             shown = await asyncio.wait_for(asyncio.shield(editor.suggest()), timeout_s)
             times.append(time.perf_counter() - started)
         except Exception:  # noqa: BLE001 - an error answer or a timeout: counted, the next key goes on
-            failed += 1
+            times.append(None)
     running = False
     await watcher
     editor.close()
+    later = [seconds for seconds in times[1:] if seconds is not None]
     return {
-        "first_ms": round(1000 * times[0]) if times and not failed else None,
-        "key_ms": round(1000 * statistics.median(times[1:])) if len(times) > 1 else None,
+        "first_ms": round(1000 * times[0]) if times[0] is not None else None,
+        "key_ms": round(1000 * statistics.median(later)) if later else None,
         "status_ms": round(1000 * slowest_status),
-        "failed": failed,
+        "failed": times.count(None),
         "last_shown": shown[:40],
     }
 
