@@ -138,7 +138,7 @@ def walked_index(line: str, units: int, codec: PositionCodec) -> tuple[int, bool
 line_pieces = st.sampled_from(["a", "é", "日", "😀", "\ud800", "\u0301", " " * 40, "x" * 300])
 
 
-@settings(max_examples=300)
+@settings(max_examples=examples(200))
 @given(pieces=st.lists(line_pieces, max_size=12), encoding=st.sampled_from(ENCODINGS), data=st.data())
 @example(pieces=["x" * 300, "😀", "a"], encoding="utf-16", data=None)
 def test_positions_on_long_lines_are_counted_as_pygls_counts_them(pieces, encoding, data):
