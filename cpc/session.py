@@ -45,7 +45,7 @@ import os
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Hashable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -369,14 +369,15 @@ class CompletionSession:
         return report
 
     def reread_files(
-        self, folders: Sequence[str | os.PathLike[str]], paths: Iterable[str | os.PathLike[str]],
-        limits: ReadLimits = ReadLimits(),
+        self, folders: Sequence[str | os.PathLike[str]], paths: Sequence[str | os.PathLike[str]],
+        limits: ReadLimits = ReadLimits(), progress: ReadProgress | None = None,
     ) -> int:
         """Read these files of ``folders`` again, as `read_folders` would read them now: each is counted
         anew, added (within ``limits.max_files``), or dropped when the walk would pass it over or it is
         gone. For files saved, created, changed or deleted after a reading; nothing happens before
         `read_folders` has read into the corpus. Returns how many files changed in the corpus. Call it on
-        a background thread, as `read_folders` (one n-gram commit for them all).
+        a background thread, as `read_folders` (one n-gram commit for them all); ``progress`` hears how
+        far it is, as `read_folders`' does.
         """
         with self._read_lock:
             corpus = self.corpus
@@ -384,7 +385,10 @@ class CompletionSession:
             if corpus is None or held is not corpus:
                 return 0
             changed = 0
-            for path in paths:
+            every = max(1, len(paths) // 50)
+            for number, path in enumerate(paths, 1):
+                if progress is not None and number % every == 0:
+                    progress(f"Changed files: {number} of {len(paths)} read", number / len(paths))
                 file = folder_file(folders, path, limits)
                 key = str(Path(os.path.abspath(os.fspath(path))))
                 if file is not None and (key in read or len(read) < limits.max_files):
@@ -397,6 +401,8 @@ class CompletionSession:
                     continue
                 changed += 1
             if changed:
+                if progress is not None:
+                    progress(f"Changed files: {len(paths)} read, counting their n-grams", None)
                 corpus.commit()
         return changed
 

@@ -11,7 +11,8 @@ load starts that again, and a reading under way for something else is
 cancelled first (`refresh`). A file closed in the editor, or changed on
 disk (``workspace/didChangeWatchedFiles``) after the reading, is read
 again alone (`files_changed`), so that a name written since counts, and
-one deleted since does not.
+one deleted since does not; many at once (a branch checked out) show a
+progress bar too.
 """
 
 from __future__ import annotations
@@ -32,6 +33,11 @@ from cpc.session import CompletionSession, ReadLimits, ReadReport
 from lsp_server.progress import ProgressBar, call_soon, settle
 
 log = logging.getLogger("cpc-lsp.reading")
+
+
+REREAD_BAR_FILES = 20
+"""Changed files read again in one round from which the editor shows a progress bar (a branch checked out);
+a file saved now and then has none, which would only flash."""
 
 
 @dataclass
@@ -273,22 +279,37 @@ class CorpusFeeder:
             if self._rereading:
                 return
             self._rereading = True
-        threading.Thread(target=self._reread, args=(job,), name="cpc-rereading", daemon=True).start()
+        loop = asyncio.get_running_loop()
+        threading.Thread(target=self._reread, args=(job, loop), name="cpc-rereading", daemon=True).start()
 
-    def _reread(self, job: ReadingJob) -> None:
+    def _reread(self, job: ReadingJob, loop: asyncio.AbstractEventLoop) -> None:
         while True:
             with self._pending_lock:
                 paths, self._changed_files = sorted(self._changed_files), set()
                 if not paths or self.job is not job:
                     self._rereading = False
                     return
+            bar = self._reread_bar(loop) if len(paths) >= REREAD_BAR_FILES else None
             try:
-                changed = self.session.reread_files(job.folders, paths, job.limits or ReadLimits())
+                changed = self.session.reread_files(
+                    job.folders, paths, job.limits or ReadLimits(), bar.report if bar else None)
             except Exception:  # the corpus must not take the thread down: the next reading puts it right
                 log.exception("reading changed files again failed")
+                message = "failed"
             else:
                 job.reread += changed
                 log.info("workspace: %d changed files read again, %d changed in the corpus", len(paths), changed)
+                message = f"{len(paths)} files"
+            if bar is not None:
+                call_soon(loop, bar.end, message)
+
+    def _reread_bar(self, loop: asyncio.AbstractEventLoop) -> ProgressBar | None:
+        """A progress bar for a rereading, begun on the event loop (None when the client takes none in time)."""
+        bar = self.progress_bar("cpc: reading changed files")
+        try:
+            return bar if asyncio.run_coroutine_threadsafe(bar.begin(), loop).result(timeout=5) else None
+        except Exception:  # no answer in time (or the loop closed): the rereading goes on without a bar
+            return None
 
     def as_json(self) -> dict[str, Any]:
         """``cpc/status``'s ``workspace``: the corpus's counts, the updates pending, the reading."""

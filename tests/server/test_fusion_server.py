@@ -8,6 +8,7 @@ file on disk, is completed; with ``fusion`` off the suggestion is recorded
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
 import warnings
@@ -18,6 +19,7 @@ import pytest_lsp
 from lsprotocol import types
 from pytest_lsp import LanguageClient, client_capabilities
 
+from lsp_server.reading import REREAD_BAR_FILES
 from tests.support.editor_client import editor_config
 from tests.support.lsp_status import status, wait_for_status
 
@@ -306,3 +308,31 @@ async def test_files_changed_on_disk_are_read_again(client: LanguageClient, proj
     store.write_text(STORE)  # as the other tests of the module found it
     watched(client, store, types.FileChangeType.Changed)
     await wait_for_status(client, lambda s: s.workspace.reread >= reread + 4, "the file put back", 60)
+
+
+async def test_many_files_changed_at_once_show_a_progress_bar(client: LanguageClient, project: Path):
+    """A branch checked out: dozens of files change on disk at once, and the editor shows their rereading (a
+    file saved now and then shows none)."""
+    state = await wait_for_status(client, lambda s: s.workspace.state == "ready", "reading the workspace folder", 120)
+    files, reread = state.workspace.files, state.workspace.reread
+    paths = [project / f"checked_out_{number}.py" for number in range(REREAD_BAR_FILES)]
+    for number, path in enumerate(paths):
+        path.write_text(f"def checked_out_function_{number}(x):\n    return x + {number}\n")
+    bars_before = set(client.progress_reports)
+    client.workspace_did_change_watched_files(types.DidChangeWatchedFilesParams(
+        changes=[types.FileEvent(uri=path.as_uri(), type=types.FileChangeType.Created) for path in paths]))
+    state = await wait_for_status(client, lambda s: s.workspace.reread >= reread + len(paths), "the files read", 60)
+    assert state.workspace.files == files + len(paths)
+    for _ in range(100):  # the bar ends just after the count is in
+        bars = [reports for token, reports in client.progress_reports.items() if token not in bars_before]
+        if any(isinstance(report, types.WorkDoneProgressEnd) for reports in bars for report in reports):
+            break
+        await asyncio.sleep(0.05)
+    assert [(type(reports[0]).__name__, type(reports[-1]).__name__) for reports in bars] == [
+        ("WorkDoneProgressBegin", "WorkDoneProgressEnd")]
+    assert bars[0][0].title == "cpc: reading changed files" and bars[0][-1].message == f"{len(paths)} files"
+    for path in paths:  # as the other tests of the module found it
+        path.unlink()
+    client.workspace_did_change_watched_files(types.DidChangeWatchedFilesParams(
+        changes=[types.FileEvent(uri=path.as_uri(), type=types.FileChangeType.Deleted) for path in paths]))
+    await wait_for_status(client, lambda s: s.workspace.files == files, "the files dropped", 60)
