@@ -43,6 +43,8 @@ class Setting:
     """Markdown, one line; names another setting as `` `key` ``."""
     minimum: float | None = None
     """The smallest value accepted (integers and numbers)."""
+    maximum: float | None = None
+    """The largest value accepted (integers and numbers; None: no bound)."""
     enum: tuple[str, ...] | None = None
     """The values accepted, when they are few."""
     enum_descriptions: tuple[str, ...] | None = None
@@ -143,7 +145,12 @@ SETTINGS: tuple[Setting, ...] = (
         "line.",
     ),
     Setting("maxTokens", "integer", 48, "Most tokens the model generates for one suggestion.", minimum=1),
-    Setting("items", "integer", 1, "Suggestions per request (cycle through them).", minimum=1),
+    Setting(
+        "items", "integer", 1,
+        "Suggestions per request (cycle through them), at most 5: each one more delays the first (on 2 cores, p50 "
+        "124 ms for 1, 236 ms for 3, 358 ms for 5).",
+        minimum=1, maximum=5,
+    ),
     Setting(
         "debounceMs", "integer", 30,
         "When keys come faster than this (a paste, auto-closed brackets, fast typing), how long the server "

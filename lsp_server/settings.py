@@ -124,10 +124,32 @@ def _problem(setting: Setting, key: str, value: Any) -> str | None:
         return None if isinstance(value, str) and value.strip() else f"{key} must be a model name or a file path"
     if setting.type == "boolean":
         return None if isinstance(value, bool) else f"{key} must be true or false (got {value!r})"
-    minimum = setting.minimum
     if setting.type == "number":
-        number = not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)
-        return None if number and value >= minimum else f"{key} must be a number of at least {minimum:g} (got {value!r})"
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        return f"{key} must be an integer of at least {minimum} (got {value!r})"
+        number = _finite(value)
+    else:
+        number = value if isinstance(value, int) and not isinstance(value, bool) else None
+    maximum = math.inf if setting.maximum is None else setting.maximum
+    if number is None or not setting.minimum <= number <= maximum:
+        kind = "a number" if setting.type == "number" else "an integer"
+        shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:37] + "..."
+        return f"{key} must be {kind} {_range(setting)} (got {shown})"
     return None
+
+
+def _finite(value: Any) -> float | None:
+    """A JSON number as a finite float; None for anything else (a boolean, a string, NaN, an infinity, an integer
+    too large for a float)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
+    return number if math.isfinite(number) else None
+
+
+def _range(setting: Setting) -> str:
+    """The values a numeric setting accepts, in words: ``of at least 1``, ``from 1 to 5``."""
+    if setting.maximum is None:
+        return f"of at least {setting.minimum:g}"
+    return f"from {setting.minimum:g} to {setting.maximum:g}"

@@ -49,6 +49,8 @@ def vscode_property(setting: Setting, order: int) -> dict[str, Any]:
     prop: dict[str, Any] = {"type": setting.type, "default": setting.default}
     if setting.minimum is not None:
         prop["minimum"] = setting.minimum
+    if setting.maximum is not None:
+        prop["maximum"] = setting.maximum
     if setting.enum is not None:
         prop["enum"] = list(setting.enum)
     if setting.enum_descriptions is not None:
@@ -96,10 +98,11 @@ def schema_ts() -> str:
     lines.append("/** The server's settings, sent in `initialize` (camelCase, exactly these keys). */")
     lines.append("export interface InitializationOptions {")
     lines += [f"    {s.key}: {enum_names(s)[1] if s.enum else ts_types[s.type]};" for s in SETTINGS]
-    lines += ["}", "", "/** How a value is read: its JSON type, and its minimum or its values. */",
+    lines += ["}", "", "/** How a value is read: its JSON type, and its range or its values. */",
               "export interface SettingSpec {",
               "    type: 'string' | 'integer' | 'number' | 'boolean';",
               "    minimum?: number;",
+              "    maximum?: number;",
               "    choices?: readonly string[];",
               "}", "", "/** The server's defaults. */",
               "export const SERVER_DEFAULTS: Readonly<InitializationOptions> = Object.freeze({"]
@@ -110,6 +113,8 @@ def schema_ts() -> str:
         spec = [f"type: '{setting.type}'"]
         if setting.minimum is not None:
             spec.append(f"minimum: {setting.minimum:g}")
+        if setting.maximum is not None:
+            spec.append(f"maximum: {setting.maximum:g}")
         if setting.enum is not None:
             spec.append(f"choices: {enum_names(setting)[0]}")
         lines.append(f"    {setting.key}: {{ {', '.join(spec)} }},")
@@ -124,12 +129,14 @@ def settings_lua() -> str:
     lua_types = {"string": "string", "integer": "number", "number": "number", "boolean": "boolean"}
     lines = [f"-- {HEADER}", "--",
              "-- The server's settings: each one's Lua type, the server's default (applied by the server: the",
-             "-- plugin sends only what the user set), and its minimum or the values it may take.",
+             "-- plugin sends only what the user set), and its range or the values it may take.",
              "return {"]
     for setting in SETTINGS:
         fields = [f"type = '{lua_types[setting.type]}'", f"default = {script_value(setting.default)}"]
         if setting.minimum is not None:
             fields.append(f"minimum = {setting.minimum:g}")
+        if setting.maximum is not None:
+            fields.append(f"maximum = {setting.maximum:g}")
         if setting.enum is not None:
             fields.append(f"enum = {{ {', '.join(map(script_value, setting.enum))} }}")
         lines.append(f"  {setting.key} = {{ {', '.join(fields)} }},")

@@ -52,8 +52,9 @@ def test_package_json_declares_each_setting_as_the_schema_does():
     for setting in SETTINGS:
         prop = properties.get(f"cpc.{setting.key}")
         assert prop is not None, f"package.json lacks cpc.{setting.key}: {FIX}"
-        declared = (prop["type"], prop["default"], prop.get("minimum"), prop.get("enum"))
-        assert declared == (setting.type, setting.default, setting.minimum, setting.enum and list(setting.enum)), (
+        declared = (prop["type"], prop["default"], prop.get("minimum"), prop.get("maximum"), prop.get("enum"))
+        expected = (setting.type, setting.default, setting.minimum, setting.maximum, setting.enum and list(setting.enum))
+        assert declared == expected, (
             f"cpc.{setting.key} differs in package.json: {FIX}")
 
 

@@ -400,7 +400,7 @@ cpc.update({ mode = 'heal' })
 results.init_options_after_update = vim.lsp.config.cpc.init_options
 results.settings = cpc.settings
 for name, bad in pairs({ unknown = { nope = 1 }, enum = { remoteApi = 'grpc' }, minimum = { maxTokens = 0 },
-                         type = { fusion = 'yes' } }) do
+                         maximum = { items = 6 }, type = { fusion = 'yes' } }) do
   local ok, err = pcall(cpc.update, bad)
   results['refused_' .. name] = not ok and tostring(err) or false
 end
@@ -419,6 +419,7 @@ def test_neovim_sends_only_the_settings_given_and_checks_them_by_the_schema(tmp_
     assert "unknown setting" in results["refused_unknown"]
     assert "remoteApi must be one of auto, llama-server, openai" in results["refused_enum"]
     assert "maxTokens must be at least 1" in results["refused_minimum"]
+    assert "items must be at most 5" in results["refused_maximum"]
     assert "fusion" in results["refused_type"]
 
 

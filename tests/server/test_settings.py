@@ -54,6 +54,10 @@ def test_workspace_caps_reach_the_limits():
         ({"fusionWeight": "1"}, "fusionWeight must be a number of at least 0"),
         ({"workspaceMaxFiles": -1}, "workspaceMaxFiles must be an integer of at least 0"),
         ({"workspaceMaxBytes": 1.5}, "workspaceMaxBytes must be an integer of at least 0"),
+        ({"fusionWeight": float("inf")}, "fusionWeight must be a number of at least 0"),
+        ({"fusionWeight": 10**400}, "fusionWeight must be a number of at least 0 (got 1000000000"),
+        ({"items": 6}, "items must be an integer from 1 to 5 (got 6)"),
+        ({"items": 0}, "items must be an integer from 1 to 5"),
     ],
 )
 def test_bad_values_are_refused_and_the_old_value_kept(raw, message):

@@ -53,6 +53,9 @@ local function check_settings(settings)
     if setting.minimum and value < setting.minimum then
       error(('cpc: %s must be at least %s, not %s'):format(key, setting.minimum, value), 3)
     end
+    if setting.maximum and value > setting.maximum then
+      error(('cpc: %s must be at most %s, not %s'):format(key, setting.maximum, value), 3)
+    end
   end
 end
 

@@ -36,10 +36,11 @@ export interface InitializationOptions {
     workspaceMaxFiles: number;
 }
 
-/** How a value is read: its JSON type, and its minimum or its values. */
+/** How a value is read: its JSON type, and its range or its values. */
 export interface SettingSpec {
     type: 'string' | 'integer' | 'number' | 'boolean';
     minimum?: number;
+    maximum?: number;
     choices?: readonly string[];
 }
 
@@ -85,7 +86,7 @@ export const SCHEMA: Readonly<Record<keyof InitializationOptions, SettingSpec>> 
     mode: { type: 'string', choices: MODES },
     multiline: { type: 'boolean' },
     maxTokens: { type: 'integer', minimum: 1 },
-    items: { type: 'integer', minimum: 1 },
+    items: { type: 'integer', minimum: 1, maximum: 5 },
     debounceMs: { type: 'integer', minimum: 0 },
     promptBudgetMs: { type: 'integer', minimum: 0 },
     wordBudgetMs: { type: 'integer', minimum: 0 },

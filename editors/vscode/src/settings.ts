@@ -53,23 +53,23 @@ function isSource(value: unknown): value is SettingsSource {
     return typeof value === 'object' && value !== null && typeof (value as SettingsSource).get === 'function';
 }
 
-/** A number >= min, or the fallback when the value is not a finite number; `integer` truncates fractions. */
-function toFiniteNumber(value: unknown, fallback: number, min: number, integer: boolean): number {
+/** A number in [min, max], or the fallback when the value is not a finite number; `integer` truncates fractions. */
+function toFiniteNumber(value: unknown, fallback: number, min: number, max: number, integer: boolean): number {
     const n = typeof value === 'number' ? value : typeof value === 'string' && value.trim() !== '' ? Number(value) : NaN;
     if (!Number.isFinite(n)) {
         return fallback;
     }
-    return Math.max(min, integer ? Math.trunc(n) : n);
+    return Math.min(max, Math.max(min, integer ? Math.trunc(n) : n));
 }
 
-/** An integer >= min, or the fallback when the value is not a finite number. */
-export function toInteger(value: unknown, fallback: number, min: number): number {
-    return toFiniteNumber(value, fallback, min, true);
+/** An integer in [min, max], or the fallback when the value is not a finite number. */
+export function toInteger(value: unknown, fallback: number, min: number, max = Infinity): number {
+    return toFiniteNumber(value, fallback, min, max, true);
 }
 
-/** A number >= min (fractions kept), or the fallback when the value is not a finite number. */
-export function toNumber(value: unknown, fallback: number, min: number): number {
-    return toFiniteNumber(value, fallback, min, false);
+/** A number in [min, max] (fractions kept), or the fallback when the value is not a finite number. */
+export function toNumber(value: unknown, fallback: number, min: number, max = Infinity): number {
+    return toFiniteNumber(value, fallback, min, max, false);
 }
 
 function toBoolean(value: unknown, fallback: boolean): boolean {
@@ -139,7 +139,7 @@ export function resolveModel(model: string, ctx: PathContext = {}): string {
 
 /**
  * One server setting, validated by its schema: a value of the wrong type falls back to the default; integers
- * are truncated, and numbers clamped to their minimum; a string outside a setting's values falls back. Every
+ * are truncated, and numbers clamped to their range; a string outside a setting's values falls back. Every
  * other string setting is a model name, a path or an address: `~`, `${userHome}` and `${workspaceFolder}`
  * are expanded.
  */
@@ -151,9 +151,9 @@ function readSetting(key: keyof InitializationOptions, value: unknown, ctx: Path
     }
     switch (spec.type) {
         case 'integer':
-            return toInteger(value, fallback as number, spec.minimum ?? -Infinity);
+            return toInteger(value, fallback as number, spec.minimum ?? -Infinity, spec.maximum ?? Infinity);
         case 'number':
-            return toNumber(value, fallback as number, spec.minimum ?? -Infinity);
+            return toNumber(value, fallback as number, spec.minimum ?? -Infinity, spec.maximum ?? Infinity);
         case 'boolean':
             return toBoolean(value, fallback as boolean);
         default:

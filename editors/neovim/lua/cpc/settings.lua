@@ -1,7 +1,7 @@
 -- Generated from lsp_server/schema.py by tools/settings_schema.py: do not edit; run `.venv/bin/python tools/settings_schema.py --write`.
 --
 -- The server's settings: each one's Lua type, the server's default (applied by the server: the
--- plugin sends only what the user set), and its minimum or the values it may take.
+-- plugin sends only what the user set), and its range or the values it may take.
 return {
   model = { type = 'string', default = 'default' },
   gpuLayers = { type = 'number', default = 0, minimum = -1 },
@@ -15,7 +15,7 @@ return {
   mode = { type = 'string', default = 'cpc', enum = { 'naive', 'heal', 'cpc' } },
   multiline = { type = 'boolean', default = false },
   maxTokens = { type = 'number', default = 48, minimum = 1 },
-  items = { type = 'number', default = 1, minimum = 1 },
+  items = { type = 'number', default = 1, minimum = 1, maximum = 5 },
   debounceMs = { type = 'number', default = 30, minimum = 0 },
   promptBudgetMs = { type = 'number', default = 200, minimum = 0 },
   wordBudgetMs = { type = 'number', default = 100, minimum = 0 },

@@ -29,7 +29,7 @@ import {
 const manifest = JSON.parse(fs.readFileSync(path.join(__dirname, '..', '..', 'package.json'), 'utf8'));
 const properties: Record<
     string,
-    { type: string; default: unknown; minimum?: number; enum?: string[]; description?: string; markdownDescription?: string }
+    { type: string; default: unknown; minimum?: number; maximum?: number; enum?: string[]; description?: string; markdownDescription?: string }
 > =
     manifest.contributes.configuration.properties;
 
@@ -119,11 +119,14 @@ describe('readSettings defaults', () => {
 });
 
 describe('validation', () => {
-    it('clamps items and maxTokens to at least 1', () => {
+    it('clamps items and maxTokens to at least 1, items to at most 5', () => {
         const s = readSettings({ items: 0, maxTokens: -5 });
         assert.equal(s.items, 1);
         assert.equal(s.maxTokens, 1);
         assert.equal(readSettings({ items: -100 }).items, 1);
+        assert.equal(readSettings({ items: 500 }).items, 5);
+        assert.equal(readSettings({ items: 4.9 }).items, 4);
+        assert.equal(readSettings({ maxTokens: 100000 }).maxTokens, 100000);
     });
 
     it('clamps threads and debounceMs to at least 0, gpuLayers to at least -1', () => {
@@ -452,6 +455,8 @@ describe('package.json agrees with the module', () => {
             const clamped = (readSettings({ [key]: -100000 }) as unknown as Record<string, unknown>)[key];
             assert.equal(clamped, minimum, `cpc.${key} clamps to ${minimum}`);
         }
+        assert.equal(properties['cpc.items'].maximum, 5);
+        assert.deepEqual(Object.keys(properties).filter((key) => properties[key].maximum !== undefined), ['cpc.items']);
     });
 
     it('declares the restart command and the compiled entry point', () => {
