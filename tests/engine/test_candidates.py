@@ -1,11 +1,15 @@
 """Covering paths of the unstable tail: seed table, soundness, completeness."""
 
+from functools import cache
+
 import pytest
 from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
 
 from cpc.candidates import CandidateFinder
-from cpc.conditioning import stable_tokens
+from cpc.conditioning import stable_tokens, tokens_reach
 from cpc.pretokenize import ends_inside_character, is_utf8_prefix, split_tail
+from cpc.vocab import Vocabulary
 from tests.support.strategies import code_text, examples
 
 SEED_TABLE = {
@@ -305,3 +309,34 @@ def test_a_context_inside_a_character_stays_valid_for_every_rest(model_finder):
     for text in ("\x8f", "\x80", "\x81"):
         analysis, _ = _analyze_as_the_engine(finder, text)
         assert {p.before: set(p.token_ids.tolist()) for p in analysis.positions} == _model_brute_force(finder, text)
+
+
+@cache
+def _cl100k_tokens_and_their_starts() -> tuple[frozenset[bytes], frozenset[bytes]]:
+    tokens = frozenset(piece for piece in Vocabulary.from_cl100k().pieces if piece)
+    return tokens, frozenset(token[:end] for token in tokens for end in range(1, len(token) + 1))
+
+
+def _spelled_from(data: bytes, at: int, count: int) -> bool:
+    """Whether at most ``count`` tokens spell ``data[at:]``, the last one a token that starts with what it covers
+    (every split tried)."""
+    tokens, starts = _cl100k_tokens_and_their_starts()
+    rest = data[at:]
+    if not rest or rest in starts:
+        return True
+    return count > 1 and any(rest[:cut] in tokens and _spelled_from(data, at + cut, count - 1)
+                             for cut in range(1, len(rest)))
+
+
+@settings(max_examples=examples(300), deadline=None)
+@given(text=code_text, count=st.integers(1, 3), data=st.data())
+@example(text="# 这个函数读取配置文件", count=3, data=None)
+def test_the_tails_reach_is_where_the_fewest_tokens_first_spell_the_rest(text, count, data):
+    """`tokens_reach` against every split of the text: the earliest character start from which ``count`` tokens
+    at most spell the rest of the text, the last one a token's start."""
+    raw = text.encode()
+    start = len(text[: data.draw(st.integers(0, len(text)))].encode()) if data is not None else 0
+    earliest = next(at for at in range(start, len(raw) + 1) if _spelled_from(raw, at, count))
+    while start < earliest < len(raw) and raw[earliest] & 0xC0 == 0x80:
+        earliest -= 1
+    assert tokens_reach(Vocabulary.from_cl100k(), raw, start, count) == earliest

@@ -45,8 +45,8 @@ LONG_LAST_CHUNKS = [
 @pytest.mark.parametrize("text", LONG_LAST_CHUNKS, ids=["letters", "spaces", "emoji"])
 def test_a_long_last_chunk_is_read_as_a_bounded_tail(engine, text):
     """The beam reads the tail byte by byte: a chunk of thousands of characters took tens of seconds a key
-    (and the emoji more context than there is). The tail keeps room for two of the longest tokens, and
-    stays where it is while the chunk grows: a key's tokens are bounded by the tail's bytes, not the chunk's."""
+    (and the emoji more context than there is). The tail keeps room for two of the longest tokens, and its
+    start moves on with the keys, never back: a key's tokens are bounded by the tail's bytes, not the chunk's."""
     result = engine.conditioner.condition(text)
     # its start is the token boundary at or before the bound: up to a token's bytes more
     assert len(result.tail) < max_tail_bytes(engine.tokenizer) + engine.vocab.longest
@@ -54,8 +54,25 @@ def test_a_long_last_chunk_is_read_as_a_bounded_tail(engine, text):
     assert result.paths
     tokens = engine.lm.stats.tokens
     grown = engine.conditioner.condition(text + text[-1])
-    assert grown.prompt == result.prompt
+    assert grown.prompt[: len(result.prompt)] == result.prompt
     assert engine.lm.stats.tokens - tokens <= 2 * len(result.tail), engine.lm.stats.tokens - tokens
+
+
+SENTENCES_WITHOUT_SPACES = [
+    "# 这个函数读取配置文件并返回一个字典其中包含所有的设置项如果文件不存",  # Chinese: one pre-token chunk
+    "# この関数は設定ファイルを読み込んで辞書を返しますファイルがなけ",  # Japanese
+]
+
+
+@pytest.mark.parametrize("text", SENTENCES_WITHOUT_SPACES, ids=["chinese", "japanese"])
+def test_a_sentence_written_without_spaces_is_read_from_its_last_words(engine, text):
+    """A pre-token chunk is a whole sentence in a script without spaces: the beam read up to `max_tail_bytes`
+    of it, a model state at nearly every character. The tail holds what three tokens spell back from the
+    cursor (`cpc.conditioning.tokens_reach`), and the paths still cover it."""
+    result = engine.conditioner.condition(text)
+    assert 0 < len(result.tail) < len(text.encode()) // 3  # the whole chunk before, up to max_tail_bytes
+    assert engine.vocab.decode(result.prompt).endswith(text.encode()[: -len(result.tail)])
+    assert result.paths and result.paths[0].tokens[: len(result.prompt)] == result.prompt
 
 
 def test_a_byte_the_tokenizer_cannot_spell_is_read_once(engine):
