@@ -99,8 +99,8 @@ def tokens_reach(vocab: Vocabulary, data: bytes, start: int, count: int = REREAD
     A pre-tokenizer chunk is a word where words are written with spaces
     between them, and a whole sentence where they are not: a comment in
     Chinese or Japanese is one run of letters, and the byte beam read up to
-    `max_tail_bytes` of it, a model state at nearly every character (22 model
-    calls, 0.4 s, for a cold key in a 20-character comment). Paths of more
+    `max_tail_bytes` of it, a model state at nearly every character (24 model
+    calls, 0.44 s, for a cold key 20 characters into a comment). Paths of more
     tokens than ``count`` inside the tail do not start earlier than this.
     Of 400 cursors in the development sets' and the cold set's code, three
     tails got shorter (identifiers of four tokens or more).
