@@ -110,11 +110,7 @@ def schema_ts() -> str:
     lines += ["});", "", "/** Each setting's type and range. */",
               "export const SCHEMA: Readonly<Record<keyof InitializationOptions, SettingSpec>> = Object.freeze({"]
     for setting in SETTINGS:
-        spec = [f"type: '{setting.type}'"]
-        if setting.minimum is not None:
-            spec.append(f"minimum: {setting.minimum:g}")
-        if setting.maximum is not None:
-            spec.append(f"maximum: {setting.maximum:g}")
+        spec = [f"type: '{setting.type}'", *bounds(setting, ": ")]
         if setting.enum is not None:
             spec.append(f"choices: {enum_names(setting)[0]}")
         lines.append(f"    {setting.key}: {{ {', '.join(spec)} }},")
@@ -122,6 +118,13 @@ def schema_ts() -> str:
               "export const INITIALIZATION_KEYS: readonly (keyof InitializationOptions)[] = ["]
     lines += [f"    '{s.key}'," for s in SETTINGS]
     return "\n".join(lines + ["];", ""])
+
+
+def bounds(setting: Setting, assign: str) -> list[str]:
+    """The setting's minimum and maximum, where it has them, as a script's fields (``minimum: 1`` in TypeScript,
+    ``minimum = 1`` in Lua, with ``assign`` between the name and the value)."""
+    limits = (("minimum", setting.minimum), ("maximum", setting.maximum))
+    return [f"{name}{assign}{value:g}" for name, value in limits if value is not None]
 
 
 def settings_lua() -> str:
@@ -132,11 +135,8 @@ def settings_lua() -> str:
              "-- plugin sends only what the user set), and its range or the values it may take.",
              "return {"]
     for setting in SETTINGS:
-        fields = [f"type = '{lua_types[setting.type]}'", f"default = {script_value(setting.default)}"]
-        if setting.minimum is not None:
-            fields.append(f"minimum = {setting.minimum:g}")
-        if setting.maximum is not None:
-            fields.append(f"maximum = {setting.maximum:g}")
+        fields = [f"type = '{lua_types[setting.type]}'", f"default = {script_value(setting.default)}",
+                  *bounds(setting, " = ")]
         if setting.enum is not None:
             fields.append(f"enum = {{ {', '.join(map(script_value, setting.enum))} }}")
         lines.append(f"  {setting.key} = {{ {', '.join(fields)} }},")
