@@ -19,7 +19,7 @@ from cpc.identifiers import (
     _ASSIGNMENT, BONUS, MIN_CAP, PENALTY, IdentifierModel, NameCounts, TokenShapes, language_names, names_in,
 )
 from cpc.syntax import C_LIKE, DEFINE, PROSE, PYTHON, START, USE, Place
-from cpc.ngram import DISCOUNT, SCALE, DocumentCounts, FileCounts, Merged, NGramModel, WithoutLine, ngrams, unchanged_ends
+from cpc.ngram import DISCOUNT, SCALE, DocumentCounts, FileCounts, Merged, NGramModel, WithoutLine, ngram_counts, unchanged_ends
 from cpc.tokenizer import TiktokenTokenizer
 from tests.support.strategies import code_text, examples
 
@@ -33,7 +33,17 @@ def cl100k() -> TiktokenTokenizer:
 
 
 def test_ngrams_use_only_the_context_there_is():
-    assert list(ngrams([5, 6], 0, 3)) == [((), 5), ((), 6), ((5,), 6)]
+    assert ngram_counts([5, 6], 0, 3) == {((), 5): 1, ((), 6): 1, ((5,), 6): 1}
+
+
+@settings(max_examples=examples(200), deadline=None)
+@given(st.lists(st.integers(0, 3), max_size=30), st.integers(0, 30), st.integers(1, 5))
+def test_ngram_counts_are_the_pairs_counted_one_by_one(tokens, first, order):
+    pairs = Counter(
+        (tuple(tokens[position - length : position]), tokens[position])
+        for position in range(first, len(tokens)) for length in range(min(order - 1, position) + 1)
+    )
+    assert ngram_counts(tokens, first, order) == pairs
 
 
 def test_counts_and_backoff_match_a_hand_computed_example():
