@@ -69,6 +69,7 @@ class ReadingJob:
                 "binary": report.skipped_binary,
                 "large": report.skipped_large,
                 "unreadable": report.skipped_unreadable,
+                "installed": report.skipped_installed,
             },
             "stopped": report.stopped,
             "seconds": self.seconds,
@@ -255,7 +256,8 @@ class CorpusFeeder:
         self.log_line(
             f"workspace read: {report.files} files, {report.bytes} bytes, {stats.get('tokens', 0)} tokens, "
             f"{stats.get('identifiers', 0)} names in {job.seconds:.1f} s (skipped: {report.skipped_binary} binary, "
-            f"{report.skipped_large} too large, {report.skipped_unreadable} unreadable{stopped})"
+            f"{report.skipped_large} too large, {report.skipped_unreadable} unreadable, {report.skipped_installed} "
+            f"folders of installed packages or caches{stopped})"
         )
         return f"{report.files} files"
 

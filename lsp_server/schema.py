@@ -198,8 +198,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "workspaceIndexing", "boolean", True,
         "Read the text files of the workspace folders for fusion, in the background (with `fusion` on): files "
-        "git ignores, binaries and files over `workspaceMaxFileBytes` are skipped, no link is followed, nothing "
-        "is run; a file closed in the editor, or changed on disk, is read again.",
+        "git ignores, installed packages (`node_modules`, Python virtual environments) and caches, binaries and "
+        "files over `workspaceMaxFileBytes` are skipped, no link is followed, nothing is run; a file closed in the "
+        "editor, or changed on disk, is read again.",
         off=False,
     ),
     Setting(

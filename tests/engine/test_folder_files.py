@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from cpc.folder_files import ReadLimits, ReadReport, folder_files
+from cpc.folder_files import ReadLimits, ReadReport, folder_file, folder_files
 
 
 def write(root: Path, rel: str, data: str | bytes = "x = 1\n") -> Path:
@@ -154,6 +154,27 @@ def test_vcs_metadata_is_never_read(tmp_path):
     write(tmp_path, "pkg/code.py")
     write(tmp_path, ".github/workflows/ci.yml", "on: push\n")  # hidden but not VCS metadata: read
     assert scan(tmp_path) == ["pkg/code.py", ".github/workflows/ci.yml"]  # breadth-first
+
+
+def test_installed_packages_and_caches_are_never_entered_below_a_folder(tmp_path):
+    """npm's and pip's installs and tools' caches are not the project's code, ignored by git or not (no repository
+    here, no .gitignore): a virtual environment is known by its pyvenv.cfg whatever its name. One opened as a
+    folder itself is read, and a file saved in one is not read again either."""
+    for rel in ["node_modules/left-pad/index.js", "web/node_modules/react/index.js", "__pycache__/app.py",
+                ".venv/pyvenv.cfg", ".venv/lib/site.py", "tools/env/pyvenv.cfg", "tools/env/bin/activate_this.py",
+                ".mypy_cache/3.11/app.data.json", ".tox/py311/log.txt"]:
+        write(tmp_path, rel)
+    write(tmp_path, "app.py")
+    write(tmp_path, "tools/build.py")
+    write(tmp_path, "docs/venv.md", "pyvenv.cfg is how a virtual environment is known\n")
+    report = ReadReport()
+    assert scan(tmp_path, report=report) == ["app.py", "docs/venv.md", "tools/build.py"]
+    assert report.skipped_installed == 7
+    assert scan(tmp_path / "node_modules") == ["left-pad/index.js"]
+    assert scan(tmp_path / ".venv") == ["pyvenv.cfg", "lib/site.py"]
+    assert folder_file([tmp_path], tmp_path / "web/node_modules/react/index.js") is None
+    assert folder_file([tmp_path], tmp_path / "tools/env/bin/activate_this.py") is None
+    assert folder_file([tmp_path], tmp_path / "tools/build.py") is not None
 
 
 def test_binaries_and_non_utf8_are_skipped_text_is_kept(tmp_path):
