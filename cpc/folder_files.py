@@ -258,11 +258,7 @@ class _Walk:
             if entries is None:
                 self.report.skipped_unreadable += 1
                 continue
-            names = {entry.name for entry in entries}
-            if directory.rel and ENVIRONMENT_MARKER in names:
-                self.report.skipped_installed += 1
-                continue
-            layers = _directory_layers(directory, path, names)
+            layers = _directory_layers(directory, path, {entry.name for entry in entries})
             subdirs: list[_Dir] = []
             for entry in entries:
                 self.report.entries += 1
@@ -275,7 +271,7 @@ class _Walk:
                 if _ignored(layers, rel, kind == "dir"):
                     continue
                 if kind == "dir":
-                    if entry.name in INSTALLED_DIRS:
+                    if _installed(entry.name, entry.path):
                         self.report.skipped_installed += 1
                     else:
                         subdirs.append(_Dir(directory.root, rel, layers))
