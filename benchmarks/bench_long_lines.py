@@ -1,10 +1,11 @@
-"""Lines no one types by hand, through the real server: a minified bundle, a long literal, a run of one character.
+"""Lines and files no one types by hand, through the real server: a minified bundle, a long literal, 3 MB of code.
 
     python benchmarks/bench_long_lines.py [--keys 5] [--timeout-s 120] [--json OUT] [--plot OUT.png]
 
 Editors open such files all the time: a bundle whose code is one line, a
 sequence or hash pasted as a string, a comment in Chinese (no space, and here
-no punctuation either: one pre-token chunk), an ASCII-art divider. Each becomes a document of its own (`DOCUMENTS`, made
+no punctuation either: one pre-token chunk), an ASCII-art divider, a generated
+module of megabytes. Each becomes a document of its own (`DOCUMENTS`, made
 here, the same on every run), opened in a headless editor (`harness.headless`)
 against ``cpc-lsp`` with its shipping defaults; the cursor is at its end,
 one key is typed at once and then ``--keys`` more, each waiting for its
@@ -59,6 +60,17 @@ CHINESE = ("派森语言是一种功能强大而完善的通用型计算机程�
 ``test/cjkencodings/gb2312-utf8.txt``)."""
 
 
+def modules(size: int) -> str:
+    """The standard library's modules one after another, ``size`` characters: a generated module's many lines."""
+    parts, total = [], 0
+    for path in sorted(Path(stdlib_dir()).glob("*.py")):
+        parts.append(path.read_text(encoding="utf-8", errors="replace"))
+        total += len(parts[-1])
+        if total >= size:
+            break
+    return "".join(parts)[:size]
+
+
 def documents() -> dict[str, tuple[str, str]]:
     """Name: (file name, text), the cursor at the end. Random text from a fixed seed."""
     rng = random.Random(1)
@@ -72,6 +84,7 @@ def documents() -> dict[str, tuple[str, str]]:
         "divider of '='": ("banner.py", "# " + "=" * 3000),
         "emoji string": ("emoji.py", 's = "' + "😀" * 3000),
         "trailing spaces": ("spaces.py", "x = 1" + " " * 20_000),
+        "generated module, 3 MB": ("generated.py", modules(3_000_000)),
     }
 
 

@@ -326,8 +326,10 @@ class HeadlessEditor:
 
     def position(self, offset: int) -> types.Position:
         """The LSP position of ``offset``: lines end at ``\\r\\n``, ``\\r`` or ``\\n``, columns count UTF-16 units."""
-        lines = _LINE_BREAK.split(self.text[:offset])
-        return types.Position(len(lines) - 1, len(lines[-1].encode("utf-16-le")) // 2)
+        before = self.text[:offset]  # counted in C: a 3 MB document is no reason for a slow client
+        line = before.count("\n") + before.count("\r") - before.count("\r\n")
+        column = before[max(before.rfind("\n"), before.rfind("\r")) + 1 :]
+        return types.Position(line, len(column.encode("utf-16-le")) // 2)
 
     def offset(self, position: types.Position) -> int:
         starts = [0] + [match.end() for match in _LINE_BREAK.finditer(self.text)]

@@ -22,7 +22,7 @@ from pygls.exceptions import JsonRpcInvalidParams
 from pygls.workspace import Workspace
 
 from cpc.session import Window, replaced_after
-from lsp_server.documents import character_index, code_units, document_script, line_start
+from lsp_server.documents import character_index, code_units, document_script
 
 _WORD_BEFORE = re.compile(r"\w+$")
 _LONGEST_WORD = 256
@@ -80,7 +80,7 @@ class Cursor:
                 f"position {line}:{character} is past the end of line {line} or splits a character "
                 f"(positions count {workspace.position_encoding} code units)"
             )
-        start = script.start + line_start(lines, line) + column
+        start = script.start + document.line_start(line) + column
         source = script.text  # a notebook's cell reads the code cells around it
         # in a bounded window: over a whole line `\w+$` is quadratic in its runs of word characters (minified code)
         word = _WORD_BEFORE.search(text, max(0, column - _LONGEST_WORD), column)

@@ -53,6 +53,7 @@ def document(text: str, encoding: str = "utf-16") -> LSPTextDocument:
 def edit(doc: LSPTextDocument, start: tuple[int, int], end: tuple[int, int], text: str) -> str:
     rng = types.Range(types.Position(*start), types.Position(*end))
     doc.apply_change(types.TextDocumentContentChangePartial(range=rng, text=text))
+    assert doc.lines == list(lsp_lines(doc.source))  # the lines kept across edits are the new text's
     return doc.source
 
 
@@ -84,7 +85,7 @@ def test_cr_and_lf_joined_and_split_by_edits():
     doc = document("a\rx\nb")
     assert len(doc.lines) == 3
     assert edit(doc, (1, 0), (1, 1), "") == "a\r\nb"  # the CR and the LF now make one line break
-    assert doc.lines == ("a\r\n", "b")
+    assert doc.lines == ["a\r\n", "b"]
     assert edit(doc, (1, 1), (1, 1), "c") == "a\r\nbc"
     assert edit(doc, (0, 1), (1, 0), "\r-\n") == "a\r-\nbc"  # and split again
     assert edit(doc, (1, 1), (2, 0), "") == "a\r-bc"
@@ -174,7 +175,7 @@ def test_positions_off_the_text_are_clamped_and_logged(caplog):
 def test_full_text_changes_and_an_empty_document():
     doc = document("old\f\n")
     doc.apply_change(types.TextDocumentContentChangeWholeDocument(text=""))
-    assert doc.source == "" and doc.lines == ()
+    assert doc.source == "" and doc.lines == []
     assert edit(doc, (0, 0), (0, 0), "x\u2028y") == "x\u2028y"
     assert doc.offset_at_position(types.Position(0, 3)) == 3
 
@@ -219,6 +220,28 @@ def resolve(text: str, start: int, span: int) -> tuple[int, int]:
 
 def _off_crlf(text: str, offset: int) -> int:
     return offset - 1 if text[offset - 1 : offset + 1] == "\r\n" else offset
+
+
+@settings(max_examples=examples(300))
+@example(initial="a\rx\nb", edits=[[(2, 1, "")]], asked=[0], encoding="utf-16")  # the CR and the LF after the edit make one break
+@example(initial="a\r", edits=[[(2, 0, "\nz")]], asked=[1], encoding="utf-16")  # text added after a final CR
+@example(initial="ab", edits=[[(2, 0, "c\nd")]], asked=[1], encoding="utf-16")  # text added to a last line without a break
+@given(initial=texts, edits=steps, asked=st.lists(st.integers(0, 40), max_size=4), encoding=st.sampled_from(ENCODINGS))
+def test_lines_kept_across_edits_are_the_lines_of_the_new_text(initial, edits, asked, encoding):
+    # The document splits again only the lines an edit touches and sums line starts as they are asked:
+    # after any edits, and line starts asked in any order between them, both are those of the whole text.
+    doc, text = document(initial, encoding), initial
+    for step in edits:
+        for (start, span, new_text), line in zip(step, itertools.cycle(asked or [0])):
+            doc.line_start(min(line, len(doc.lines)))
+            start, end = resolve(text, start, span)
+            span = [position_of(text, offset, encoding) for offset in (start, end)]
+            edit(doc, *[(position.line, position.character) for position in span], new_text)
+            text = text[:start] + new_text + text[end:]
+            assert doc.source == text
+            assert doc.lines == list(lsp_lines(text))
+    assert [doc.line_start(line) for line in range(len(doc.lines) + 1)] == [
+        len("".join(doc.lines[:line])) for line in range(len(doc.lines) + 1)]
 
 
 @pytest.mark.slow
