@@ -51,6 +51,7 @@ from pathlib import Path
 from typing import Any
 
 from cpc.engine import Engine
+from cpc.file_header import new_file_header
 from cpc.folder_files import ReadLimits, ReadProgress, ReadReport, folder_file, folder_files
 from cpc.fusion import LONG_LINE, FusionWeights, ProjectCorpus
 from cpc.generate import MODES, Options, generate, warm
@@ -69,8 +70,8 @@ __all__ = [
     # what a caller passes and reads: value types
     "DEFAULT_CONTEXT_SIZE", "LONG_LINE", "MODES", "REMOTE_APIS", "FusionWeights", "Options", "ReadLimits", "ReadReport",
     "RemoteOptions", "Window",
-    # a notebook's cell read with the code cells around it
-    "Script",
+    # a notebook's cell read with the code cells around it, a new file after its name
+    "Script", "new_file_header",
     # checks of a setting before a load
     "address_problem", "is_remote",
     # how an answer meets the text after the cursor

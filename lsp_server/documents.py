@@ -43,7 +43,7 @@ from pygls.protocol import LanguageServerProtocol
 from pygls.workspace import TextDocument, Workspace
 from pygls.workspace.position_codec import PositionCodec, Utf8, Utf16, Utf32
 
-from cpc.session import Script
+from cpc.session import Script, new_file_header
 
 log = logging.getLogger(__name__)
 
@@ -273,7 +273,8 @@ def use_lsp_documents(protocol: LanguageServerProtocol) -> None:
 
 
 def document_script(workspace: Workspace, uri: str) -> Script | None:
-    """What the engine reads for open document ``uri``: its text alone, or for a code cell of a notebook (LSP's
+    """What the engine reads for open document ``uri``: its text (a new file's after a comment naming it:
+    `cpc.file_header`), or for a code cell of a notebook (LSP's
     notebook synchronization) the notebook's code cells of its language around it (`cpc.session.Script`);
     None when no such document is open.
 
@@ -295,8 +296,8 @@ def document_script(workspace: Workspace, uri: str) -> Script | None:
     code = [cell.document for cell in (notebook.cells if notebook is not None else [])
             if cell.kind == types.NotebookCellKind.Code and cell.document in documents
             and documents[cell.document].language_id == document.language_id]
-    if uri not in code:  # no notebook's cell, or a markdown one: its own text
-        return Script("", document.source, "")
+    if uri not in code:  # no notebook's cell, or a markdown one: its own text, a new file's after its name
+        return Script(new_file_header(uri, document.source), document.source, "")
     return Script.around([documents[cell].source for cell in code], code.index(uri))
 
 

@@ -23,6 +23,7 @@ from pygls.workspace.position_codec import PositionCodec
 from pytest_lsp import LanguageClient, client_capabilities
 
 from lsp_server import documents
+from cpc.session import Script
 from lsp_server.documents import LSPTextDocument, lsp_lines
 from tests.support.editor_client import editor_config
 from tests.support.strategies import code_text, examples
@@ -178,6 +179,15 @@ def test_full_text_changes_and_an_empty_document():
     assert doc.source == "" and doc.lines == []
     assert edit(doc, (0, 0), (0, 0), "x\u2028y") == "x\u2028y"
     assert doc.offset_at_position(types.Position(0, 3)) == 3
+
+
+def test_a_new_file_is_read_after_a_line_naming_it():
+    workspace = documents.LSPWorkspace(None)
+    for uri, text in (("file:///p/new%20tool.py", "imp"), ("file:///p/long.py", "x = 1\n" * 40), ("untitled:Untitled-1", "imp")):
+        workspace.put_text_document(types.TextDocumentItem(uri, "python", 1, text))
+    assert documents.document_script(workspace, "file:///p/new%20tool.py") == Script("# Path: new tool.py\n", "imp", "")
+    assert documents.document_script(workspace, "file:///p/long.py").before == ""  # its code tells the language
+    assert documents.document_script(workspace, "untitled:Untitled-1").before == ""  # no name to tell it
 
 
 # -- the real server -----------------------------------------------------------------

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import re
 import sys
 import time
 
@@ -183,6 +184,17 @@ async def test_a_suggestion_takes_in_the_closers_the_editor_put_after_the_cursor
     item = (await inline(client, uri, line, character)).items[0]
     assert item.range.end == types.Position(line, character + 1)  # the closing quote
     assert apply(text, item).split("\n")[line] == 'if __name__ == "__main__":'
+
+
+async def test_a_new_files_first_line_is_written_in_its_language(client: LanguageClient):
+    """An empty file gives the model nothing to read its language from: ``imp`` in a new ``.py`` file became
+    ``ort { Component, OnInit } from '@angular/core';``. The engine reads the file's name first
+    (`cpc.file_header`); what the editor shows and replaces is the document's own text."""
+    for uri in ("file:///new/tool.py", "file:///new/fetch_prices.py"):
+        open_document(client, uri, "imp")
+        item = (await inline(client, uri, 0, 3)).items[0]
+        assert item.range == types.Range(types.Position(0, 0), types.Position(0, 3))
+        assert re.fullmatch(r"import [\w.]+( as \w+)?(, [\w.]+)*", item.insert_text), item.insert_text
 
 
 async def test_a_closer_typed_over_is_answered_from_the_cache(client: LanguageClient):
