@@ -31,6 +31,9 @@ _COMMENTS = {
 }
 COMMENT_BY_EXTENSION = {extension: leader for leader, names in _COMMENTS.items() for extension in names.split()}
 """The line comment of each language, by its files' extension."""
+COMMENT_BY_NAME = {name: "#" for name in ("makefile", "dockerfile", "gemfile", "rakefile", "vagrantfile",
+                                           "justfile", "cmakelists.txt")} | {"jenkinsfile": "//"}
+"""The line comment of files named for what they hold, whatever their extension."""
 
 
 def new_file_header(uri: str, text: str) -> str:
@@ -40,6 +43,8 @@ def new_file_header(uri: str, text: str) -> str:
 
     >>> new_file_header("file:///a/My%20Module.py", ""), new_file_header("file:///a/long.py", "x" * 200)
     ('# Path: My Module.py\\n', '')
+    >>> new_file_header("file:///a/Dockerfile", "FROM ")
+    '# Path: Dockerfile\\n'
     """
     if len(text) >= NEW_FILE_CHARS:
         return ""
@@ -47,5 +52,6 @@ def new_file_header(uri: str, text: str) -> str:
     if parts.fragment:  # a notebook's cell (vscode-notebook-cell:...ipynb#cell): the notebook says the language
         return ""
     name = unquote(parts.path.rsplit("/", 1)[-1])
-    leader = COMMENT_BY_EXTENSION.get(name.rpartition(".")[2].lower()) if "." in name else None
-    return f"{leader} Path: {name}\n" if leader else ""
+    leader = COMMENT_BY_NAME.get(name.lower()) or (
+        COMMENT_BY_EXTENSION.get(name.rpartition(".")[2].lower()) if "." in name else None)
+    return f"{leader} Path: {name}\n" if leader and name.isprintable() else ""  # one line, whatever the URI escapes
