@@ -51,9 +51,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from cpc.engine import Engine  # noqa: E402
 from cpc.generate import Options  # noqa: E402
-from cpc.session import CompletionSession, EngineSettings, replaced_after  # noqa: E402
+from cpc.session import CompletionSession, EngineSettings, new_file_header, replaced_after  # noqa: E402
 from harness.bench.closers import draw_closers_cases  # noqa: E402
 from harness.bench.functions import draw_function_cases  # noqa: E402
+from harness.bench.new_files import draw_new_file_cases  # noqa: E402
 from harness.bench.sources import expand  # noqa: E402
 from harness.bench.quality import Case, draw_cases, in_its_line, line_exact, shorten, word_exact  # noqa: E402
 from harness.headless import HeadlessEditor  # noqa: E402
@@ -168,8 +169,9 @@ def through_engine(session: CompletionSession, cases: list[Case], modes: list[st
             uri = f"file:///engine/{mode}/{number}/{Path(case.file).name}"
             document = case.prefix + case.suffix
             session.update_document(uri, document)
-            answer = session.complete(uri, document, len(case.prefix), replace(options, mode=mode),
-                                      fusion=settings.fusion_weights)
+            header = new_file_header(uri, document)  # what the server reads before a new file's text
+            answer = session.complete(uri, header + document, len(header) + len(case.prefix), replace(options, mode=mode),
+                                      fusion=settings.fusion_weights, key_start=len(header))
             session.close_document(uri)
             text = answer.completions[0] if answer.completions else ""
             left = case.suffix.partition("\n")[0][replaced_after(text, case.suffix):] if text else ""
@@ -224,10 +226,13 @@ def development_cases(engine: Engine, files: str, cases: int, seed: int, prompt:
     """The cursors, drawn as `python -m harness.bench` draws them (the same for the same arguments); ``functions``: cold
     single-function documents (`harness.bench.functions`), whatever ``prompt`` says; ``closers``: lines being typed
     with an editor's closers after the cursor (`harness.bench.closers`); ``words``: the identifiers' cursors with
-    the rest of their line after the word (`harness.bench.quality.in_its_line`)."""
+    the rest of their line after the word (`harness.bench.quality.in_its_line`); ``new-files``: a new file's first
+    line (`harness.bench.new_files`)."""
     paths = [path for glob in files.split(",") for path in expand(glob)]
     if cursors == "functions":
         return draw_function_cases(engine, paths, cases, seed)
+    if cursors == "new-files":
+        return draw_new_file_cases(engine, paths, cases, seed)
     drawn = (draw_closers_cases if cursors == "closers" else draw_cases)(engine, paths, cases, seed)
     if cursors == "words":
         drawn = [in_its_line(case) for case in drawn]
@@ -327,8 +332,8 @@ def plot(result: dict, path: str) -> None:
     axes[0].set_ylabel("% of cursors")
     axes[1].legend(fontsize=7, loc="upper right")  # line exact stays well under 60 %: room above its lines
     changed = ", ".join(f"{k}={v}" for k, v in result["changed"].items()) or "shipping defaults"
-    where = ("single-function documents (the cold set)" if result.get("cursors") == "functions"
-             else f"{Path(result['files']).name}, {result['prompt']} prompts")
+    where = {"functions": "single-function documents (the cold set)", "new-files": "new files' first lines"}.get(
+        result.get("cursors"), f"{Path(result['files']).name}, {result['prompt']} prompts")
     fig.suptitle(f"What the editor shows: {result['cases']} cursors in {where}, "
                  f"typed {describe_pause(result['pause'])}, {changed}", fontsize=10)
     fig.tight_layout()
@@ -365,12 +370,14 @@ def main() -> int:
     parser.add_argument("--cases", type=int, default=200)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--prompt", choices=("long", "short"), default="long")
-    parser.add_argument("--cursors", choices=("identifiers", "functions", "closers", "words"), default="identifiers",
+    parser.add_argument("--cursors", choices=("identifiers", "functions", "closers", "words", "new-files"),
+                        default="identifiers",
                         help="identifiers: inside identifiers of whole files (the development sets); functions: cold "
                              "single-function documents cut at any character of a body line (harness.bench.functions); "
                              "closers: lines being typed, an editor's auto-closed pairs after the cursor "
                              "(harness.bench.closers); words: the identifiers' cursors with the rest of their line "
-                             "after the word, a word retyped in an existing line; --files takes comma-separated globs")
+                             "after the word, a word retyped in an existing line; new-files: a new file's first line "
+                             "typed (harness.bench.new_files); --files takes comma-separated globs")
     parser.add_argument("--until-ms", type=int, choices=MOMENTS_MS, default=MOMENTS_MS[-1],
                         help="follow each cursor's suggestion this long (the later moments are left out)")
     parser.add_argument("--modes", default="cpc,heal,naive")
