@@ -16,7 +16,13 @@ shows it, and so does a token that starts a word no known name starts. A
 refund alone only takes back a bonus; without the penalty an invented name
 (``requiose``, ``outputStream``) costs nothing, and the undefined-name rate on
 the cross-file benchmark did not move. A word the user is typing that leads
-to no known name is theirs: it pays nothing.
+to no known name is theirs: it pays nothing. One that leads to a project's
+name earned nothing for its typed bytes, but they are at stake (up to
+`STAKE_CAP`): a token that leaves every name gives them back with the
+penalty. The more of a name the user has typed, the surer it is that they
+are typing it: after ``zanzibar_qu``, whose one name in the project is
+``zanzibar_quokka_tally``, the model's ``quotes`` paid only the penalty,
+against the bonus of a rare ``ok``, and won.
 
 The penalty is for uses. Where a word starts (`cpc.syntax.Place.role`)
 decides how it is judged: a use, as above; the first word of a statement
@@ -49,11 +55,11 @@ a token starts with, and whether it ends the word (``ghted(`` spells
     >>> names.add(Counter({b"compute": 1}))
     >>> model = IdentifierModel(names)
     >>> state = model.start(b"x = comp")[1]
-    >>> [float(score) for score in model.row(state)]  # "ute" spells "compute"; the others leave it
-    [-1.0, 3.0, -1.0, -1.0, -1.0]
+    >>> [float(score) for score in model.row(state)]  # "ute" spells "compute"; the others leave it: the 4 typed, and 1
+    [-5.0, 3.0, -5.0, -5.0, -5.0]
     >>> state = model.next_state(state, 1)  # "compute", three earned
     >>> [float(score) for score in model.row(state)]  # going on past the name gives them back and pays; "(" keeps them
-    [-4.0, -4.0, 0.0, 0.0, -4.0]
+    [-8.0, -8.0, 0.0, 0.0, -8.0]
 """
 
 from __future__ import annotations
@@ -82,6 +88,8 @@ MIN_CAP = 2
 
 PENALTY = 1.0
 """What a word pays for leaving every known name (in bonus units: the fusion weight scales it)."""
+STAKE_CAP = 16
+"""Of the bytes typed of a project's name, at most this many are at stake (`IdentifierModel.start`)."""
 
 
 
@@ -359,12 +367,16 @@ class IdentifierModel:
         self._prefixes: dict[bytes, _Prefix] = {}
 
     def start(self, text: bytes, overhang: bytes = b"") -> tuple[float, State]:
-        """The state after ``text`` (typed bytes earn nothing), then the score of ``overhang`` bytes beyond them."""
+        """The state after ``text`` (typed bytes earn nothing; on the way to a project's name they are at stake),
+        then the score of ``overhang`` bytes beyond them."""
         word = trailing_word(text)
         before = Place.of(text[: len(text) - len(word)], self.syntax)
         _, state = self._opened(word, before.role(), before.after(word))
         if state[0] is None:  # the user's own word, leading to no name: it pays nothing, now or later
             state = (None, 0.0, "", state[3])
+        elif word and state[2] == USE and self._leads_to_name(word, own=True):
+            # the typed bytes on the way to a project's name are at stake: leaving the names costs them
+            state = (state[0], float(_earned(len(word), STAKE_CAP)), state[2], state[3])
         if not overhang:
             return 0.0, state
         return self._step(state, overhang, None)

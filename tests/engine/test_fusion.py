@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from cpc import ngram
 from cpc.fusion import MIN_PULL, FusionWeights, ProjectCorpus
 from cpc.identifiers import (
-    _ASSIGNMENT, BONUS, MIN_CAP, PENALTY, IdentifierModel, NameCounts, TokenShapes, language_names, names_in,
+    _ASSIGNMENT, BONUS, MIN_CAP, PENALTY, STAKE_CAP, IdentifierModel, NameCounts, TokenShapes, language_names, names_in,
 )
 from cpc.syntax import C_LIKE, DEFINE, PROSE, PYTHON, START, USE, Place
 from cpc.ngram import DISCOUNT, SCALE, DocumentCounts, FileCounts, Merged, NGramModel, WithoutLine, ngram_counts, unchanged_ends
@@ -268,7 +268,8 @@ def test_a_word_keeps_its_bonus_only_when_it_ends_on_a_name(toy_identifiers, typ
     on something other than an assignment.
 
     So a name that is started and not finished nets exactly zero (the refund), and so does one that ends on
-    a language name the project does not use.
+    a language name the project does not use; but a typed word on the way to a project's name that does not
+    end as one also gives back its typed bytes (at most `STAKE_CAP`), which earned nothing.
     """
     model = toy_identifiers
     own = set(TOY_NAMES)
@@ -297,6 +298,9 @@ def test_a_word_keeps_its_bonus_only_when_it_ends_on_a_name(toy_identifiers, typ
             continue
         if end == len(typed) < len(text) and leads(text[start:end]) and text[start:end] not in known:
             expected -= penalty  # the typed word, ended on no name by the first token
+        typed_part = text[start : len(typed)] if start < len(typed) else b""
+        if typed_part and role == USE and any(name.startswith(typed_part) for name in own) and text[start:end] not in own:
+            expected -= BONUS * min(len(typed_part), STAKE_CAP)  # the typed bytes were at stake
         if end <= len(typed) or (start < len(typed) and not leads(text[start : len(typed)])):
             continue  # typed, or the user's own word
         tokens_in = [(lo, hi) for lo, hi in spans if lo < end and hi > start]
@@ -336,7 +340,7 @@ def test_the_word_at_the_cursor_is_no_name():
     model = IdentifierModel(names, left_out=names_in(b"compute"))
     _, state = model.start(b"= comp")
     assert state[:3] == (None, 0.0, "")
-    assert IdentifierModel(names).start(b"= comp")[1][:2] == (b"comp", 0.0)
+    assert IdentifierModel(names).start(b"= comp")[1][:2] == (b"comp", 4.0)  # its 4 typed bytes at stake
     comp = TOY_PIECES.index(b" comp")  # a word no name left in the snapshot starts: the penalty
     after = model.start(b"=")[1]
     assert model.row(after)[comp] == -PENALTY == model._step(after, b" comp", comp)[0]
@@ -344,7 +348,7 @@ def test_the_word_at_the_cursor_is_no_name():
 
 
 @pytest.mark.parametrize("typed, role", [
-    (b"x = f(comp", USE),  # a use: a word that leaves every name pays
+    (b"x = f(comp", USE),  # a use: a word that leaves every name pays, and gives back its typed bytes
     (b"    comp", START),  # a statement's first word may be a new name: it earns, and pays only if no assignment follows
     (b"def comp", DEFINE), (b"for x, comp", DEFINE), (b"def f(a, comp", DEFINE),  # new names: not judged
     (b"x = 1  # comp", PROSE), (b"x = 'comp", PROSE),  # not names: not judged
@@ -355,7 +359,7 @@ def test_where_a_word_starts_decides_how_it_is_judged(typed, role):
     row = model.row(state)
     leave, spell = TOY_PIECES.index(b"s"), TOY_PIECES.index(b"ute")  # "comps" leaves the names, "compute" is one
     if role == USE:
-        assert (row[leave], row[spell]) == (-PENALTY, BONUS * MIN_CAP)
+        assert (row[leave], row[spell]) == (-PENALTY - BONUS * len(b"comp"), BONUS * MIN_CAP)
     elif role == START:
         assert (row[leave], row[spell]) == (0.0, BONUS * MIN_CAP)
         called, assigned = TOY_PIECES.index(b"("), TOY_PIECES.index(b" ")  # "comp(": no such name; "comp =" may be new

@@ -289,9 +289,10 @@ async def test_files_changed_on_disk_are_read_again(client: LanguageClient, proj
     watched(client, later, types.FileChangeType.Created)
     state = await wait_for_status(client, lambda s: s.workspace.reread == reread + 1, "the created file read", 60)
     assert state.workspace.files == files + 1
-    # typed to the `k`: after `zanzibar_qu` the model's `otes` or `ery` beat the name by a hair, or not, by the
-    # machine (AVX2 or AVX-512); here fusion spells it from half its weights on, as `rotated_oc` below
-    typed = "zanzibar_quok"
+    # after `zanzibar_qu` the model's `otes` or `ery` beat the name by a hair, or not, by the machine (AVX2 or
+    # AVX-512), until the typed bytes were at stake (`cpc.identifiers.STAKE_CAP`): fusion now spells it from half
+    # its weights on, as `rotated_oc` below
+    typed = "zanzibar_qu"
     print(f"\ncreated on disk: {await spelled_along(client, 'file:///fusion/later_use.py', typed, LATER_NAME)!r}")
 
     store = project / "store.py"
