@@ -109,6 +109,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_notebooks.py --cases 60 --seed 1 --json $(OUT)/bench_notebooks.json --plot $(OUT)/bench_notebooks.png
 	$(BIN)/python benchmarks/bench_long_lines.py --keys 5 --json $(OUT)/bench_long_lines.json --plot $(OUT)/bench_long_lines.png
 	$(BIN)/python benchmarks/bench_open_documents.py --counts 1,10,30 --json $(OUT)/bench_open_documents.json
+	$(BIN)/python benchmarks/bench_alternatives.py --cases 60 --seed 1 --json $(OUT)/bench_alternatives.json --plot $(OUT)/bench_alternatives.png
 
 # 1, 8 and 32 editors sharing 1, 2 and 4 llama-server replicas in the documented team configuration
 # (requests/s, p50/p95, the servers' states/s and busy slots, where a state's time goes), then 16 editors on

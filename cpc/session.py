@@ -159,11 +159,12 @@ class _Shown:
 
 class SuggestionCache:
     """The last suggestions per document, for keystrokes that type them: each kept with the window it
-    answered (`cpc.window.Window`, at most some 12,000 characters), not the document."""
+    answered (`cpc.window.Window`, at most some 12,000 characters), not the document, and with what else its
+    texts depend on (one suggestion and three alternatives at the same place are two entries)."""
 
     def __init__(self, per_document: int = 16) -> None:
         self.per_document = per_document
-        self._shown: dict[str, OrderedDict[str, _Shown]] = {}
+        self._shown: dict[str, OrderedDict[tuple[str, Hashable], _Shown]] = {}
         self._lock = threading.Lock()
 
     def remember(self, key: str, window: Window, options: Hashable, texts: list[str]) -> None:
@@ -171,8 +172,8 @@ class SuggestionCache:
             return
         with self._lock:
             shown = self._shown.setdefault(key, OrderedDict())
-            shown[window.prefix] = _Shown(window, options, tuple(texts))
-            shown.move_to_end(window.prefix)
+            shown[window.prefix, options] = _Shown(window, options, tuple(texts))
+            shown.move_to_end((window.prefix, options))
             while len(shown) > self.per_document:
                 shown.popitem(last=False)
 

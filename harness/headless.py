@@ -233,12 +233,14 @@ class HeadlessEditor:
         self.text = self.text[:start] + text + self.text[end:]
         self.cursor = start + len(text)
 
-    def request_suggestions(self) -> Request:
-        """Ask for inline suggestions at the cursor without waiting for them."""
+    def request_suggestions(self, invoked: bool = False) -> Request:
+        """Ask for inline suggestions at the cursor without waiting for them: as a key does, or ``invoked`` by
+        the user (VS Code's Alt+\\, or Alt+] where a suggestion is shown)."""
+        kind = types.InlineCompletionTriggerKind.Invoked if invoked else types.InlineCompletionTriggerKind.Automatic
         params = types.InlineCompletionParams(
             text_document=types.TextDocumentIdentifier(self.uri),
             position=self.position(self.cursor),
-            context=types.InlineCompletionContext(trigger_kind=types.InlineCompletionTriggerKind.Automatic),
+            context=types.InlineCompletionContext(trigger_kind=kind),
         )
         request_id = str(uuid.uuid4())
         sent = time.perf_counter()
@@ -260,23 +262,24 @@ class HeadlessEditor:
         """The first inline suggestion at the cursor, as the text it inserts after it ('' when none)."""
         return self.shown_text(await self.request_suggestions().answer)
 
-    def shown_text(self, result: types.InlineCompletionList | None) -> str:
-        """What an answer shows after the cursor: its first item's text past the typed part ('' when none)."""
-        if not result or not result.items:
+    def shown_text(self, result: types.InlineCompletionList | None, index: int = 0) -> str:
+        """What an answer shows after the cursor: its first item's (or item ``index``'s) text past the typed
+        part ('' when none)."""
+        if not result or len(result.items) <= index:
             return ""
-        item = result.items[0]
+        item = result.items[index]
         replaced = self.cursor - self.offset(item.range.start)
         return item.insert_text[replaced:]
 
-    def accepted_rest(self, result: types.InlineCompletionList | None) -> str:
-        """What the cursor's line holds after the cursor once the answer's first item is accepted: its text past
-        the typed part, then what is left of the line after its range (closers it took in are gone); '' when
-        there is nothing to accept."""
-        if not result or not result.items:
+    def accepted_rest(self, result: types.InlineCompletionList | None, index: int = 0) -> str:
+        """What the cursor's line holds after the cursor once the answer's first item (or item ``index``) is
+        accepted: its text past the typed part, then what is left of the line after its range (closers it took
+        in are gone); '' when there is nothing to accept."""
+        if not result or len(result.items) <= index:
             return ""
         line_end = self.text.find("\n", self.cursor)
         line_end = len(self.text) if line_end < 0 else line_end
-        return self.shown_text(result) + self.text[self.offset(result.items[0].range.end) : line_end]
+        return self.shown_text(result, index) + self.text[self.offset(result.items[index].range.end) : line_end]
 
     async def suggest_over_time(self, horizon_s: float = 2.0, accepted: bool = False) -> list[tuple[float, str]]:
         """Ask for a suggestion at the cursor, then follow it as the editors do: each ``cpc/suggestionReady``

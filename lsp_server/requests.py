@@ -28,6 +28,13 @@ may do is one small object per request (`Ticket`):
   told (`lsp_server.extensions.SUGGESTION_READY`) and asks again. Growing
   work stops like any other, and also when a request comes for another
   document.
+- **Alternatives when asked for** (`ALTERNATIVES`). A request the user
+  invoked where a suggestion is already shown (VS Code's *Show Next Inline
+  Suggestion*, Alt+], asks its providers again so) asks the engine for
+  `ALTERNATIVES` suggestions at least (it finds fewer different ones at
+  times), and the one shown comes first: cycling costs
+  nothing until it is asked for, whatever ``items`` is. The editor's own
+  refetch of a grown suggestion (`SUGGESTION_READY`) is no such request.
 - **Waiting for the model.** A request that comes while the first model
   loads is held until the load ends (at most `HOLD_LIMIT_S`); with no model
   loaded and none loading, requests answer an empty list.
@@ -95,6 +102,10 @@ WARM_IDLE_S = 0.25
 RELEASE_IDLE_S = 2.0
 """How long the editor must be quiet before the worker gives the memory that requests freed back to the system:
 a pause, not the gap between two keys, so that a burst of typing reuses it instead."""
+ALTERNATIVES = 3
+"""Suggestions asked at least for an invoked request at a suggestion already shown: as Copilot answers
+its cycling requests. Each one more delays that answer (on 2 cores, three came 404 ms after Alt+], p50, where one
+suggestion's whole line comes 112 ms after its key: `benchmarks/bench_alternatives.py`)."""
 log = logging.getLogger("cpc-lsp.requests")
 
 
@@ -165,7 +176,7 @@ def _counters() -> dict[str, int]:
     return dict.fromkeys((
         "requests", "debounced", "from_cache", "from_model", "superseded", "stopped", "not_ready",
         "held", "cut_short", "upgraded", "upgrade_stopped", "warmed", "warm_stopped", "kept", "grown", "foreseen",
-        "foresight_stopped", "released",
+        "foresight_stopped", "released", "alternatives",
     ), 0)
 
 
@@ -197,7 +208,8 @@ class Requests:
     ``warmed`` / ``warm_stopped``: prompt windows read ahead while idle, whole / stopped by the user;
     ``grown``: suggestions answered early that grew, and the editor was told (`SUGGESTION_READY`);
     ``foreseen`` / ``foresight_stopped``: next lines prepared after an answer, whole / stopped (`Foresight`);
-    ``released``: pauses after which the heap's free memory was given back (`RELEASE_IDLE_S`)."""
+    ``released``: pauses after which the heap's free memory was given back (`RELEASE_IDLE_S`);
+    ``alternatives``: invoked requests at a suggestion shown, asking for `ALTERNATIVES` at least."""
     client_grows: bool = field(default=False, init=False)
     """Whether the client asks again on `SUGGESTION_READY`: only then is a request answered early."""
     in_flight: int = field(default=0, init=False)
@@ -218,6 +230,9 @@ class Requests:
     """Per document, when its newest request came (`time.monotonic`)."""
     _shown: dict[str, tuple[Cursor, list[str]]] = field(default_factory=dict, init=False)
     """Per document, the last request answered and its texts."""
+    _told: dict[str, Cursor] = field(default_factory=dict, init=False)
+    """Per document, the cursor whose suggestion grew (`SUGGESTION_READY`) while no request has come since: the
+    editor's refetch is expected there."""
     _activity: int = field(default=0, init=False)
     """Bumped by every edit and request: read-ahead stops when it changes."""
     _running: Callable[[], bool] | None = field(default=None, init=False)
@@ -233,27 +248,32 @@ class Requests:
         cursor = self.last_cursor
         return self.in_flight > 0 and cursor is not None and cursor.uri != uri
 
-    async def suggest(self, cursor: Cursor, may_grow: bool = False) -> list[str]:
+    async def suggest(self, cursor: Cursor, may_grow: bool = False, invoked: bool = False) -> list[str]:
         """Completions for ``cursor``: from the cache, or from the model unless a newer request came.
 
         When ``may_grow`` (an automatic inline request) and the client asks
         again (`client_grows`), a first answer that ends after its first word
         (past ``wordBudgetMs``) is returned at once, and the model work goes on
         to the end of the line in the background (`_grow`). A request the user
-        invoked gets the whole suggestion: VS Code does not ask again at a
-        place where its items came from an invoked request.
+        ``invoked`` gets the whole suggestion: VS Code does not ask again at a
+        place where its items came from an invoked request; at a suggestion
+        already shown, it gets the alternatives too (`ALTERNATIVES`).
         """
+        shown = self._alternatives_to(cursor) if invoked else None
         ticket = self._admit(cursor)
         if not await self._wait_for_model(ticket):
             self.counts["superseded" if ticket.superseded() else "not_ready"] += 1
             return []
         settings = self.settings()  # read after the wait: settings may have changed during the load
         options, fusion = settings.options, settings.fusion_weights
+        if shown is not None:
+            self.counts["alternatives"] += 1
+            options = replace(options, n=max(options.n, ALTERNATIVES))
         ticket.asked = options, fusion
         cached = self.session.cached(cursor.uri, cursor.document, cursor.offset, options, fusion)
         if cached is not None:
             self.counts["from_cache"] += 1
-            return self._shown_for(cursor, cached.completions)
+            return self._shown_for(cursor, shown_first(shown, cached.completions, options.n))
         if ticket.since_previous_s * 1000 < settings.debounce_ms:  # keys come in a burst: wait for the next
             self.counts["debounced"] += 1
             await asyncio.sleep(settings.debounce_ms / 1000)
@@ -268,10 +288,20 @@ class Requests:
             asyncio.ensure_future(self._grow(ticket, job, options, fusion))
         else:
             self._answered_in_full(cursor, answer)
-        return self._shown_for(cursor, answer.completions)
+        return self._shown_for(cursor, shown_first(shown, answer.completions, options.n))
+
+    def _alternatives_to(self, cursor: Cursor) -> str | None:
+        """For a request the user invoked: the suggestion shown at its place, whose alternatives it asks for;
+        None where none is shown, and for the editor's refetch of a suggestion that grew there."""
+        told = self._told.pop(cursor.uri, None)
+        shown_for, shown = self._shown.get(cursor.uri, (None, []))
+        if not shown or shown_for.window != cursor.window or (told is not None and told.window == cursor.window):
+            return None
+        return shown[0]
 
     def _admit(self, cursor: Cursor) -> Ticket:
         """The request becomes its document's newest: older work there is superseded (and stopped if stale)."""
+        self._told.pop(cursor.uri, None)
         self.counts["requests"] += 1
         now = time.monotonic()
         ticket = Ticket(self, cursor, next(self._numbers), now - self._requested_at.get(cursor.uri, -math.inf))
@@ -459,6 +489,7 @@ class Requests:
                 shown and not replaced and not more.completions[0].startswith(shown[0])):
             return
         self.counts["grown"] += 1
+        self._told[newest.uri] = newest
         position = newest.replace.end
         self.notify(SUGGESTION_READY, {
             "uri": newest.uri, "version": document.version,
@@ -501,6 +532,7 @@ class Requests:
         self.newest.pop(uri, None)
         self.edits.pop(uri, None)
         self._shown.pop(uri, None)
+        self._told.pop(uri, None)
         self._requested_at.pop(uri, None)
         self.stop_stale_work()
 
@@ -578,3 +610,16 @@ class Requests:
                 self.counts["warmed"] += 1
 
         self.worker.submit(work)
+
+
+def shown_first(shown: str | None, texts: list[str], n: int) -> list[str]:
+    """The answer to a request for alternatives to ``shown`` (None: no such request): the suggestion that
+    shows ``shown`` on first (the editor keeps it on screen and cycles on from it), then the others, ``n`` at most.
+
+    >>> shown_first("width", ["wrap(", "width)", "wid"], 3), shown_first("in", ["x", "y"], 2), shown_first(None, ["a"], 1)
+    (['width)', 'wrap(', 'wid'], ['in', 'x'], ['a'])
+    """
+    if shown is None:
+        return texts
+    first = next((text for text in texts if text.startswith(shown)), shown)
+    return ([first] + [text for text in texts if text != first])[:n]

@@ -148,7 +148,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "items", "integer", 1,
         "Suggestions per request (cycle through them), at most 5: each one more delays the first (on 2 cores, p50 "
-        "124 ms for 1, 236 ms for 3, 358 ms for 5).",
+        "124 ms for 1, 236 ms for 3, 358 ms for 5). Asking for the next suggestion (VS Code: Alt+], Neovim: M-n) brings "
+        "up to 3 (or this many, if more), the one shown first.",
         minimum=1, maximum=5,
     ),
     Setting(

@@ -315,7 +315,7 @@ def shutdown(ls: CPCServer, params: Any) -> None:
 async def inline_completion(ls: CPCServer, params: types.InlineCompletionParams) -> types.InlineCompletionList:
     cursor = Cursor.at(ls.workspace, params.text_document.uri, params.position, ls.session.window)
     automatic = params.context.trigger_kind == types.InlineCompletionTriggerKind.Automatic
-    texts = await ls.requests.suggest(cursor, may_grow=automatic)
+    texts = await ls.requests.suggest(cursor, may_grow=automatic, invoked=not automatic)
     return types.InlineCompletionList(
         items=[types.InlineCompletionItem(insert_text=cursor.word + text, range=cursor.range_for(text)) for text in texts]
     )

@@ -269,6 +269,20 @@ def test_neovim_accepts_the_next_word_and_shows_the_rest_at_once(tmp_path):
     assert saved[:index] == original[:index] and saved[index + 1:-1] == original[index + 1:]
 
 
+@pytest.mark.slow
+def test_neovim_next_suggestion_brings_an_alternative(tmp_path):
+    """<M-n> where one suggestion alone is held: the setup asks the server again, invoked, as VS Code's Alt+]
+    does; the server answers with alternatives (the one shown first), the next one shows, and Tab accepts it."""
+    report, diagnostics, document, original, index = type_in_paths_file(tmp_path, CPC_TEST_NEXT="1")
+    first, shown = report["ghost_history"][0]["text"], report["ghost_after_next"]
+    second, hint = re.fullmatch(r"(.*?)( \(\d+/\d+\))?", shown).groups()  # Neovim shows "(2/3)" after it
+    assert second and second != first, f"no other suggestion shown after {first!r}\n{diagnostics()}"
+    assert report["items_after_next"] >= 2 and hint == f" (2/{report['items_after_next']})", diagnostics()
+    saved = document.read_text().split("\n")
+    assert saved[index] == "    return os.path.jo" + second, f"Tab did not accept the one shown: {saved[index]!r}"
+    assert saved[:index] == original[:index] and saved[index + 1:-1] == original[index + 1:]
+
+
 LUA_CASES = r"""
 vim.opt.runtimepath:prepend(assert(vim.env.CPC_TEST_RTP))
 local cpc = require('cpc')

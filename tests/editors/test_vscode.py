@@ -24,7 +24,8 @@ bar item must say loading and ready, and a click on it must show the log;
 **CPC: Show Status** must show the server's requests and workspace there,
 and by its counts the keys typed through a suggestion, over the quote VS
 Code closed, must be answered from the server's cache, none by the model.
-One writes a file into the workspace behind VS Code's back: VS Code's file
+Alt+] (*Show Next Inline Suggestion*) must show another suggestion, which Tab
+accepts. One writes a file into the workspace behind VS Code's back: VS Code's file
 watcher, which the server registered, tells the server, and the name the
 file defines is suggested in another document.
 
@@ -46,7 +47,7 @@ import sys
 import textwrap
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -282,6 +283,7 @@ def vscode(tmp_path_factory) -> Iterator[VSCode]:
     workspace.mkdir()
     document, original = make_document(workspace)
     (workspace / "paths.py").write_text(GROWING)
+    (workspace / "choices.py").write_text(GROWING)
     (workspace / "main_guard.py").write_text(MAIN_GUARD)
     (workspace / "uses_watched.py").write_text(USES_WATCHED)
     server_log = scratch / "cpc-lsp.log"
@@ -449,6 +451,28 @@ def type_at(vscode: VSCode, index: int, column: int, keys: str) -> None:
     vscode.page.keyboard.type(keys, delay=80)
 
 
+def open_to_type(vscode: VSCode, document: Path, index: int) -> None:
+    """Open ``document`` (a file of the workspace), put the cursor at the end of its 0-based line ``index``, and
+    note every change of the ghost text from there on (`WATCH_GHOST_TEXT`, read by `ghost_history`)."""
+    palette(vscode.page, document.name, row=document.name)
+    vscode.page.locator(".tab", has_text=document.name).wait_for(timeout=30_000)
+    type_at(vscode, index, -1, "")
+    vscode.page.evaluate(WATCH_GHOST_TEXT)
+
+
+def ghost_history(vscode: VSCode) -> list[str]:
+    """Every ghost text shown since `open_to_type`, in order (none left out)."""
+    return [text for text in vscode.page.evaluate("() => window.cpcGhostText") if text]
+
+
+def wait_for_history(vscode: VSCode, done: Callable[[list[str]], bool], timeout_s: float = 60) -> list[str]:
+    """`ghost_history` once ``done`` says it is complete (or ``timeout_s`` has passed: the caller's checks fail)."""
+    deadline = time.monotonic() + timeout_s
+    while not ((history := ghost_history(vscode)) and done(history)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return history
+
+
 def test_the_status_item_says_when_the_model_is_ready(vscode: VSCode):
     wait_for_status(vscode, "CPC: ready", SUGGESTION_TIMEOUT_MS / 1000)
     tooltip = vscode.page.locator(STATUS_ITEM).get_attribute("aria-label") or ""
@@ -504,22 +528,14 @@ def test_the_ghost_text_grows_to_the_whole_line_with_no_key(vscode: VSCode):
         # which the server answers whole: VS Code does not ask again where its items came from an invoked request
         wait_for_status(vscode, "CPC: ready", SUGGESTION_TIMEOUT_MS / 1000)
         set_user_settings(vscode, {**USER_SETTINGS, "cpc.wordBudgetMs": 1}, "wordBudgetMs 1")
-        palette(vscode.page, document.name, row=document.name)
-        vscode.page.locator(".tab", has_text=document.name).wait_for(timeout=30_000)
-        type_at(vscode, index, -1, "")
-        vscode.page.evaluate(WATCH_GHOST_TEXT)
+        open_to_type(vscode, document, index)
         # both keys at once, so that one request asks for "jo": with a pause between them, the request for "j"
         # would be kept going for "jo", and "jo" would be answered from its whole line, with nothing left to grow
         vscode.page.keyboard.type("jo")
         wait_for_ghost_text(vscode)
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:  # no key meanwhile
-            history = [text for text in vscode.page.evaluate("() => window.cpcGhostText") if text]
-            if history and history[-1].startswith("in("):
-                break
-            time.sleep(0.05)
+        wait_for_history(vscode, lambda history: history[-1].startswith("in("))  # no key meanwhile
         time.sleep(0.5)  # nothing more comes once the line is whole
-        history = [text for text in vscode.page.evaluate("() => window.cpcGhostText") if text]
+        history = ghost_history(vscode)
         line = accept_and_save(vscode, index, document)
     finally:
         set_user_settings(vscode, USER_SETTINGS, "wordBudgetMs 100")
@@ -528,6 +544,32 @@ def test_the_ghost_text_grows_to_the_whole_line_with_no_key(vscode: VSCode):
     assert all(later.startswith(earlier) for earlier, later in zip(history, history[1:])), (
         f"the ghost text changed what it showed while it grew: {history}")
     assert line == "    return os.path.jo" + history[-1], f"Tab did not accept all of it: {line!r} (ghost {history})"
+    saved = document.read_text().split("\n")
+    assert saved[:index] == original[:index] and saved[index + 1:-1] == original[index + 1:]
+
+
+def test_show_next_inline_suggestion_brings_an_alternative(vscode: VSCode):
+    """*Show Next Inline Suggestion* (Alt+]) where a suggestion is shown: VS Code asks the server again, invoked,
+    the server answers with alternatives (the one shown first), the next one shows, and Tab accepts it."""
+    document = vscode.document.parent / "choices.py"
+    original = GROWING.split("\n")[:-1]
+    index = original.index("    return os.path.")
+    wait_for_status(vscode, "CPC: ready", SUGGESTION_TIMEOUT_MS / 1000)
+    open_to_type(vscode, document, index)
+    vscode.page.keyboard.type("jo", delay=80)
+    wait_for_ghost_text(vscode)
+    wait_for_history(vscode, lambda history: history[-1].endswith(")"))  # a first word may come first, and grow
+    time.sleep(0.5)
+    first = ghost_history(vscode)[-1]
+    # the key, as a user presses it (the palette would hide the suggestion, and the command asks for one shown)
+    vscode.page.keyboard.press("Alt+BracketRight")
+    wait_for_history(vscode, lambda history: history[-1] != first)
+    time.sleep(0.5)
+    history = ghost_history(vscode)
+    second = history[-1]
+    assert second != first, f"no other suggestion shown: {history}\n{vscode.diagnostics()}"
+    line = accept_and_save(vscode, index, document)
+    assert line == "    return os.path.jo" + second, f"Tab did not accept the one shown: {line!r} ({history})"
     saved = document.read_text().split("\n")
     assert saved[:index] == original[:index] and saved[index + 1:-1] == original[index + 1:]
 
@@ -563,26 +605,13 @@ def test_a_suggestion_takes_in_the_quote_the_editor_closed(vscode: VSCode):
     original = MAIN_GUARD.split("\n")[:-1]
     index = original.index("if __name__ == ")
     wait_for_status(vscode, "CPC: ready", SUGGESTION_TIMEOUT_MS / 1000)
-    palette(vscode.page, document.name, row=document.name)
-    vscode.page.locator(".tab", has_text=document.name).wait_for(timeout=30_000)
-    type_at(vscode, index, -1, "")
-    vscode.page.evaluate(WATCH_GHOST_TEXT)
+    open_to_type(vscode, document, index)
     vscode.page.keyboard.type('"__ma', delay=80)
     wait_for_ghost_text(vscode)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:  # the first word may come first; the line's end follows
-        history = [text for text in vscode.page.evaluate("() => window.cpcGhostText") if text]
-        if history and history[-1].endswith(":"):
-            break
-        time.sleep(0.05)
+    wait_for_history(vscode, lambda history: history[-1].endswith(":"))  # a first word may come first
     model, cache = answered(vscode)  # the palette gives the focus back to the editor, the cursor where it was
     vscode.page.keyboard.type('in__"', delay=150)  # the quote types over the one VS Code closed
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:  # the rest of the suggestion, after the quote
-        history = [text for text in vscode.page.evaluate("() => window.cpcGhostText") if text]
-        if history and history[-1] == ":":
-            break
-        time.sleep(0.05)
+    history = wait_for_history(vscode, lambda history: history[-1] == ":")  # the rest, after the quote
     typed_model, typed_cache = answered_since(vscode, (model, cache))
     assert typed_model == model and typed_cache > cache, (
         f"keys typed through the suggestion: {typed_model - model} answered by the model, "

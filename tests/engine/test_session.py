@@ -172,7 +172,7 @@ def test_every_caller_reads_the_window_the_engine_cuts_and_the_cache_keeps_windo
     answer = session.complete(URI, document, cursor, OPTIONS)
     direct = generate(session.engine, document, cursor, OPTIONS)
     assert answer.completions and answer.completions == [completion.text for completion in direct.completions]
-    kept = session.cache._shown[URI][window.prefix]
+    [kept] = session.cache._shown[URI].values()
     assert kept.window == window, "the cache keeps the window the engine read"
 
 

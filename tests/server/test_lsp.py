@@ -13,7 +13,7 @@ import pytest_lsp
 from lsprotocol import types
 from pytest_lsp import LanguageClient, client_capabilities
 
-from lsp_server.requests import RELEASE_IDLE_S
+from lsp_server.requests import ALTERNATIVES, RELEASE_IDLE_S
 from lsp_server.server import GROWTH_CAPABILITY, STATUS, SUGGESTION_READY
 from tests.support.editor_client import editor_config
 from tests.support.lsp_status import status, wait_for_status
@@ -446,17 +446,47 @@ async def test_an_early_answer_grows_to_the_end_of_the_line_and_the_editor_is_to
         before = await status(client)
         first = await inline(client, uri, line, character)
         grown = await wait_for_status(client, lambda s: s.grown > before.grown, "the rest of the line")
-        again = await inline(client, uri, line, character)
+        # as VS Code asks again (`showNext`: an invoked request), which is no request for alternatives
+        again = await inline(client, uri, line, character, types.InlineCompletionTriggerKind.Invoked)
     finally:
         client.workspace_did_change_configuration(types.DidChangeConfigurationParams(settings={"cpc": SETTINGS}))
     assert [item.insert_text for item in first.items] == ["break_on_hyphens"], "the first word, at once"
+    assert len(again.items) == 1, "the grown suggestion alone"
     longer = again.items[0].insert_text
     assert longer.startswith("break_on_hyphens =") and longer.rstrip() != "break_on_hyphens"
     note = client.grown[-1]
     assert (note.uri, note.version, note.position.line, note.position.character) == (uri, 1, line, character)
     after = await status(client)
     assert after.from_cache == grown.from_cache + 1 and after.from_model == before.from_model + 1
-    assert after.growing == 0 and after.running == 0
+    assert after.growing == 0 and after.running == 0 and after.alternatives == before.alternatives
+
+
+async def test_asking_for_the_next_suggestion_brings_alternatives(client: LanguageClient):
+    """VS Code's *Show Next Inline Suggestion* (Alt+]) asks again, invoked, where a suggestion is shown: that
+    answer holds `ALTERNATIVES` different suggestions, the one shown first, and the next ask is answered from the
+    cache. Invoked where nothing is shown yet (Alt+\\), a request gets ``items`` (one), as a typed key does."""
+    text, line, character = textwrap_case("self.width = width", "self.width = wid")
+    uri = "file:///alternatives.py"
+    invoked = types.InlineCompletionTriggerKind.Invoked
+    # a first line of its own: the KV cache holds no window of another test's document after this one
+    open_document(client, uri, "# alternatives\n" + text)
+    line += 1
+    before = await status(client)
+    shown = await inline(client, uri, line, character, invoked)
+    alternatives = await inline(client, uri, line, character, invoked)
+    cycled = await status(client)
+    again = await inline(client, uri, line, character, invoked)
+    typed = await inline(client, uri, line, character)
+    after = await status(client)
+    texts = [item.insert_text for item in alternatives.items]
+    assert len(shown.items) == 1 and len(typed.items) == 1
+    # (the engine's alternatives are its best different starts, each text once: `self.width = wid` has three)
+    assert 2 <= len(texts) <= ALTERNATIVES and len(set(texts)) == len(texts), texts
+    assert texts[0] == shown.items[0].insert_text, "the suggestion shown comes first: the editor cycles on from it"
+    assert all(text.startswith("width") for text in texts), texts
+    assert [item.insert_text for item in again.items] == texts
+    assert cycled.alternatives == before.alternatives + 1 and cycled.from_model == before.from_model + 2
+    assert after.alternatives == before.alternatives + 2 and after.from_cache == cycled.from_cache + 2
 
 
 async def test_the_next_line_is_foreseen_after_an_answer_that_ends_its_line(client: LanguageClient):

@@ -23,6 +23,8 @@
 --                     next word (the setup's <M-Right>), note the line and
 --                     the ghost text at once, then wait for the server's
 --                     answer at the new cursor
+--   CPC_TEST_NEXT     optional: before the Tab, ask for the next suggestion
+--                     (the setup's <M-n>) and wait for the ghost text to change
 --
 -- After accepting, the buffer is written to CPC_TEST_FILE.
 --
@@ -364,6 +366,17 @@ local function main()
     result.status_after_word = cpc.status_lines()[1]
     step(('accepted a word: %q, ghost %q, then %q'):format(
       result.line_after_word, result.ghost_after_word, result.ghost_after_answer))
+  end
+
+  if env.CPC_TEST_NEXT then
+    local before = ghost()
+    api.nvim_input('<M-n>')
+    wait_until(function()
+      return ghost() ~= before and ghost() ~= ''
+    end, 30000, 10)
+    result.ghost_after_next = ghost()
+    result.items_after_next = completor(buf) and completor(buf):count_items()
+    step(('next suggestion: %q, after %q'):format(result.ghost_after_next, before))
   end
 
   -- Accept with the keymap the setup installed (<Tab> -> vim.lsp.inline_completion.get()).

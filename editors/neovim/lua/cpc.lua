@@ -31,7 +31,7 @@ M.editor_defaults = {
     accept = '<Tab>', -- insert mode: accept the suggestion, else the key itself
     accept_word = '<M-Right>', -- insert mode: accept its next word, else the key itself
     accept_line = '<M-C-Right>', -- insert mode: accept the rest of its line, else the key itself
-    next = '<M-n>', -- insert mode: next suggestion (needs items > 1)
+    next = '<M-n>', -- insert mode: next suggestion (the server brings alternatives when asked)
     prev = '<M-p>', -- insert mode: previous suggestion
   },
   config = {}, -- extra vim.lsp.Config fields (capabilities, on_attach, ...)
@@ -216,6 +216,33 @@ function M.apply_part(item, unit, bufnr)
   return true
 end
 
+--- Show the next (`count` 1) or the previous (-1) suggestion. Where the one
+--- shown is the only one held, ask the server again, invoked, as VS Code's
+--- Alt+] does: it answers with alternatives, the one shown first, and the one
+--- after it (or the last, for -1) is shown once they come. Neovim has no public
+--- call for that either: the inline completion's own request is used, and
+--- where it is missing this only cycles through what is held.
+---@param count integer
+function M.cycle(count)
+  local completor = completor_of(vim.api.nvim_get_current_buf())
+  if not (completor and completor.current and completor.request and completor.count_items)
+    or completor:count_items() ~= 1 then
+    vim.lsp.inline_completion.select({ count = count })
+    return
+  end
+  local handler = completor.handler
+  -- its answer goes through the completor's handler (which shows the first item), once, then this
+  completor.handler = function(self, err, result, ctx)
+    self.handler = nil
+    handler(self, err, result, ctx)
+    local n = self:count_items()
+    if n > 1 then
+      self:select(count % n + 1, true)
+    end
+  end
+  completor:request(vim.lsp.protocol.InlineCompletionTriggerKind.Invoked)
+end
+
 --- Accept the shown suggestion (M.apply; with `unit`, its next word or the
 --- rest of its line: M.apply_part); when there is none, or it is out of date,
 --- feed `fallback` (a key in 'keycodes' notation) instead.
@@ -256,12 +283,12 @@ local function set_keymaps(keymaps)
   end
   if keymaps.next then
     vim.keymap.set('i', keymaps.next, function()
-      vim.lsp.inline_completion.select({ count = 1 })
+      M.cycle(1)
     end, { desc = 'cpc: next inline completion' })
   end
   if keymaps.prev then
     vim.keymap.set('i', keymaps.prev, function()
-      vim.lsp.inline_completion.select({ count = -1 })
+      M.cycle(-1)
     end, { desc = 'cpc: previous inline completion' })
   end
 end

@@ -12,7 +12,8 @@
  * item on screen first and the new one after it, so that nothing flickers), and it skips an automatic
  * refetch at the same position and version. `showNext` does both steps in one: an explicit refetch (the
  * server's suggestion cache answers with the longer text), then the next item, the grown one, is selected.
- * When the server has nothing longer, VS Code merges the equal item and stays on it.
+ * When the server has nothing longer, VS Code merges the equal item and stays on it. The server takes this
+ * refetch, the first ask at the place it named, for no request of alternatives (a user's Alt+] is one).
  */
 export const SHOW_GROWN_COMMAND = 'editor.action.inlineSuggest.showNext';
 
