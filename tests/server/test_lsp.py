@@ -347,10 +347,14 @@ async def test_the_memory_requests_freed_is_given_back_after_a_pause_not_while_t
     open_document(client, uri, "import os\n\ndef f():\n    return os.pa")
     insert(client, uri, 2, 3, 16, "t")
     before = await status(client)  # just after an edit: nothing is given back for RELEASE_IDLE_S
+    gaps, last = [], time.monotonic()
     for version in range(3, 12):  # typing, a key every 0.3 s for 2.7 s: never quiet long enough
         await asyncio.sleep(0.3)
+        gaps.append(round(time.monotonic() - last, 2))
+        last = time.monotonic()
         insert(client, uri, version, 3, 14 + version, "h")
-    assert (await status(client)).released == before.released
+    # (once, beside a busy core, it was given back while typing: the keys' gaps tell whether this side was late)
+    assert (await status(client)).released == before.released, f"given back while typing; seconds between keys: {gaps}"
     await wait_for_status(client, lambda state: state.released == before.released + 1, "memory given back", 10)
     await asyncio.sleep(RELEASE_IDLE_S + 0.5)
     assert (await status(client)).released == before.released + 1, "once per pause"
