@@ -7,7 +7,7 @@ through ``cpc-lsp`` with its shipping defaults. Per cursor, a headless
 editor (`harness.headless`) opens the text before the cursor but its last
 character, waits until the server has read it ahead, types that character
 and follows the suggestion as the editors do until it is whole (what is on
-screen). Then it asks again where the suggestion is shown, invoked, as
+screen), and reads it (``--reading-s``). Then it asks again where the suggestion is shown, invoked, as
 VS Code does for Alt+] (the server answers with at least
 `lsp_server.requests.ALTERNATIVES` suggestions, the shown one first), and
 once more (Alt+] again: the suggestion cache answers).
@@ -38,13 +38,17 @@ from harness.bench.sources import expand  # noqa: E402
 from harness.headless import HeadlessEditor  # noqa: E402
 
 SHOWN_HORIZON_S = 5.0
-"""How long the suggestion on screen is followed (growth, an upgrade) before Alt+] is pressed."""
+"""How long the suggestion on screen is followed (growth, an upgrade) at most."""
+READING_S = 1.0
+"""How long after the suggestion is whole Alt+] is pressed: a user reads a suggestion before asking for another
+(the server prepares the next line meanwhile, `lsp_server.cursor.Foresight`); ``--reading-s 0`` presses it at once."""
 
 
-async def cursor_trial(editor: HeadlessEditor, case: Case) -> dict:
+async def cursor_trial(editor: HeadlessEditor, case: Case, reading_s: float) -> dict:
     """One cursor: the suggestion shown, then Alt+] twice (the texts as the line reads once each is accepted)."""
     editor.type(case.prefix[-1])
     shown = await editor.suggest_over_time(SHOWN_HORIZON_S, accepted=True)
+    await asyncio.sleep(reading_s)
     asked = editor.request_suggestions(invoked=True)
     answer = await asked.answer
     again = editor.request_suggestions(invoked=True)
@@ -58,14 +62,14 @@ async def cursor_trial(editor: HeadlessEditor, case: Case) -> dict:
     }
 
 
-async def through_server(model: str, cases: list[Case]) -> list[dict]:
+async def through_server(model: str, cases: list[Case], reading_s: float) -> list[dict]:
     trials = []
     started = time.perf_counter()
     async with HeadlessEditor(["--model", model]) as editor:
         for number, case in enumerate(cases):
             await open_and_pause(editor, editor.open(f"file:///bench/alternatives/{number}/{Path(case.file).name}",
                                                      case.prefix[:-1] + case.suffix, len(case.prefix) - 1), "read")
-            trials.append(await cursor_trial(editor, case) | {"file": case.file, "line": case.line_rest})
+            trials.append(await cursor_trial(editor, case, reading_s) | {"file": case.file, "line": case.line_rest})
             editor.close()
             if (number + 1) % 10 == 0 or number + 1 == len(cases):
                 print(f"{number + 1}/{len(cases)} cursors ({time.perf_counter() - started:.0f} s)", file=sys.stderr,
@@ -128,6 +132,8 @@ def main() -> int:
     parser.add_argument("--files", default=DEFAULT_FILES)
     parser.add_argument("--cases", type=int, default=60)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--reading-s", type=float, default=READING_S,
+                        help="seconds between the suggestion's last answer and Alt+]")
     parser.add_argument("--json")
     parser.add_argument("--plot")
     args = parser.parse_args()
@@ -136,8 +142,9 @@ def main() -> int:
     cases = draw_cases(session.engine, [path for glob in args.files.split(",") for path in expand(glob)],
                        args.cases, args.seed)
     del session  # the server loads its own model
-    trials = asyncio.run(through_server(args.model, cases))
-    result = {"model": args.model, "files": args.files, "seed": args.seed, "summary": summary(trials, cases),
+    trials = asyncio.run(through_server(args.model, cases, args.reading_s))
+    result = {"model": args.model, "files": args.files, "seed": args.seed, "reading_s": args.reading_s,
+              "summary": summary(trials, cases),
               "per_cursor": trials}
     print(json.dumps(result["summary"], indent=1))
     if args.json:

@@ -104,8 +104,8 @@ RELEASE_IDLE_S = 2.0
 a pause, not the gap between two keys, so that a burst of typing reuses it instead."""
 ALTERNATIVES = 3
 """Suggestions asked at least for an invoked request at a suggestion already shown: as Copilot answers
-its cycling requests. Each one more delays that answer (on 2 cores, three came 404 ms after Alt+], p50, where one
-suggestion's whole line comes 112 ms after its key: `benchmarks/bench_alternatives.py`)."""
+its cycling requests. Each one more delays that answer (on 2 cores, three came 238 ms after Alt+], p50, where one
+suggestion's whole line comes 113 ms after its key: `benchmarks/bench_alternatives.py`)."""
 log = logging.getLogger("cpc-lsp.requests")
 
 
