@@ -57,7 +57,8 @@ may do is one small object per request (`Ticket`):
   is answered from the cache. The work is wanted while the document's
   newest request is on the way there (the cursor answered, the suggestion
   typed through or accepted) or typed on from there; any other request
-  stops it at once (`Foresight`).
+  stops it at once (`Foresight`), and so does a request for alternatives
+  (the user wants another suggestion than the one it follows).
 - **Memory given back when quiet.** After `RELEASE_IDLE_S` with no edit
   and no request, once its work is done, the worker keeps only the model
   snapshots a keystroke at the same place reads next and gives the heap's
@@ -230,6 +231,8 @@ class Requests:
     """Per document, when its newest request came (`time.monotonic`)."""
     _shown: dict[str, tuple[Cursor, list[str]]] = field(default_factory=dict, init=False)
     """Per document, the last request answered and its texts."""
+    _alternatives_asked: int = field(default=0, init=False)
+    """Bumped by every request for alternatives: a next line foreseen before it is no longer wanted."""
     _told: dict[str, Cursor] = field(default_factory=dict, init=False)
     """Per document, the cursor whose suggestion grew (`SUGGESTION_READY`) while no request has come since: the
     editor's refetch is expected there."""
@@ -260,6 +263,7 @@ class Requests:
         already shown, it gets the alternatives too (`ALTERNATIVES`).
         """
         shown = self._alternatives_to(cursor) if invoked else None
+        self._alternatives_asked += shown is not None  # before the admission, which stops what this makes stale
         ticket = self._admit(cursor)
         if not await self._wait_for_model(ticket):
             self.counts["superseded" if ticket.superseded() else "not_ready"] += 1
@@ -500,9 +504,11 @@ class Requests:
         """Prepare the suggestion at ``foresight.target`` on the worker, for the suggestion cache."""
         settings = self.settings()
         options, fusion, target = settings.options, settings.fusion_weights, foresight.target
+        asked = self._alternatives_asked
 
         def stale() -> bool:
-            return not foresight.wanted(self.newest.get(target.uri), self.last_cursor) or self.outdated((options, fusion))
+            return (not foresight.wanted(self.newest.get(target.uri), self.last_cursor) or self.outdated((options, fusion))
+                    or self._alternatives_asked != asked)
 
         def work() -> None:
             if stale():

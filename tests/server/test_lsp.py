@@ -493,6 +493,27 @@ async def test_asking_for_the_next_suggestion_brings_alternatives(client: Langua
     assert after.alternatives == before.alternatives + 2 and after.from_cache == cycled.from_cache + 2
 
 
+async def test_asking_for_alternatives_stops_the_next_line_foreseen(client: LanguageClient):
+    """Alt+] the moment a whole line shows: the next line, prepared as if that line were accepted, is not wanted
+    any more and stops, where the alternatives used to wait for it (404 ms p50 instead of 238 ms)."""
+    uri = "file:///alternatives_foreseen.py"
+    text, line, character = textwrap_case("self.break_on_hyphens = break_on_hyphens", "self.break_on_h")
+    client.workspace_did_change_configuration(
+        types.DidChangeConfigurationParams(settings={"cpc": {**SETTINGS, "warmCache": True}}))
+    try:
+        open_document(client, uri, "# foreseen\n" + text)  # its own first line: no other test's window in the cache
+        await wait_for_status(client, lambda state: state.workspace.pending == 0, "the document counted", 30)
+        before = await status(client)
+        first = await inline(client, uri, line + 1, character)  # it ends its line: the next line is foreseen
+        alternatives = await inline(client, uri, line + 1, character, types.InlineCompletionTriggerKind.Invoked)
+        after = await wait_for_status(client, lambda s: s.foresight_stopped > before.foresight_stopped,
+                                      "the next line's work stopped", 30)
+    finally:
+        client.workspace_did_change_configuration(types.DidChangeConfigurationParams(settings={"cpc": SETTINGS}))
+    assert first.items and alternatives.items
+    assert after.alternatives == before.alternatives + 1 and after.foresight_stopped == before.foresight_stopped + 1
+
+
 async def test_the_next_line_is_foreseen_after_an_answer_that_ends_its_line(client: LanguageClient):
     """``warmCache``: after the model's whole answer for a cursor at the end of its line, the worker prepares the
     next line's suggestion as if the answer were accepted and Enter pressed: accepted, with Enter typed, the
