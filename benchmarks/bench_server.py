@@ -56,7 +56,7 @@ from harness.bench.closers import draw_closers_cases  # noqa: E402
 from harness.bench.functions import draw_function_cases  # noqa: E402
 from harness.bench.new_files import draw_new_file_cases  # noqa: E402
 from harness.bench.sources import expand  # noqa: E402
-from harness.bench.quality import Case, draw_cases, in_its_line, line_exact, shorten, word_exact  # noqa: E402
+from harness.bench.quality import Case, draw_cases, in_its_line, inside_its_word, line_exact, shorten, word_exact  # noqa: E402
 from harness.headless import HeadlessEditor  # noqa: E402
 from lsp_server.settings import Settings  # noqa: E402
 
@@ -226,16 +226,23 @@ def development_cases(engine: Engine, files: str, cases: int, seed: int, prompt:
     """The cursors, drawn as `python -m harness.bench` draws them (the same for the same arguments); ``functions``: cold
     single-function documents (`harness.bench.functions`), whatever ``prompt`` says; ``closers``: lines being typed
     with an editor's closers after the cursor (`harness.bench.closers`); ``words``: the identifiers' cursors with
-    the rest of their line after the word (`harness.bench.quality.in_its_line`); ``new-files``: a new file's first
-    line (`harness.bench.new_files`)."""
+    the rest of their line after the word (`harness.bench.quality.in_its_line`); ``mid-word`` and ``whole-word``: the
+    identifiers' cursors with the rest of their line after the cursor, the word's next letter left out or nothing
+    (`harness.bench.quality.inside_its_word`); ``new-files``: a new file's first line (`harness.bench.new_files`)."""
     paths = [path for glob in files.split(",") for path in expand(glob)]
     if cursors == "functions":
         return draw_function_cases(engine, paths, cases, seed)
     if cursors == "new-files":
         return draw_new_file_cases(engine, paths, cases, seed)
-    drawn = (draw_closers_cases if cursors == "closers" else draw_cases)(engine, paths, cases, seed)
+    if cursors == "mid-word":  # a letter left out of the word's rest: its rest must hold two
+        drawn = [inside_its_word(case, 1) for case in draw_cases(engine, paths, 2 * cases, seed)
+                 if len(case.word_rest) >= 2][:cases]
+    else:
+        drawn = (draw_closers_cases if cursors == "closers" else draw_cases)(engine, paths, cases, seed)
     if cursors == "words":
         drawn = [in_its_line(case) for case in drawn]
+    if cursors == "whole-word":
+        drawn = [inside_its_word(case, 0) for case in drawn]
     if prompt == "short":
         drawn = [replace(case, prefix=shorten(engine.tokenizer, case.prefix)) for case in drawn]
     return drawn
@@ -370,13 +377,16 @@ def main() -> int:
     parser.add_argument("--cases", type=int, default=200)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--prompt", choices=("long", "short"), default="long")
-    parser.add_argument("--cursors", choices=("identifiers", "functions", "closers", "words", "new-files"),
+    parser.add_argument("--cursors", choices=("identifiers", "functions", "closers", "words", "mid-word", "whole-word",
+                                              "new-files"),
                         default="identifiers",
                         help="identifiers: inside identifiers of whole files (the development sets); functions: cold "
                              "single-function documents cut at any character of a body line (harness.bench.functions); "
                              "closers: lines being typed, an editor's auto-closed pairs after the cursor "
                              "(harness.bench.closers); words: the identifiers' cursors with the rest of their line "
-                             "after the word, a word retyped in an existing line; new-files: a new file's first line "
+                             "after the word, a word retyped in an existing line; mid-word / whole-word: the "
+                             "identifiers' cursors with the rest of their line after the cursor, the word's next "
+                             "letter left out (a letter to add) or none (nothing to add); new-files: a new file's first line "
                              "typed (harness.bench.new_files); --files takes comma-separated globs")
     parser.add_argument("--until-ms", type=int, choices=MOMENTS_MS, default=MOMENTS_MS[-1],
                         help="follow each cursor's suggestion this long (the later moments are left out)")

@@ -9,6 +9,9 @@ pairs leave after the cursor while a line is typed), a completion may go
 on past them: one that holds them in their order replaces them
 (`replaced_after`), so that ``print("Hello, |")`` can become
 ``print("Hello, " + name)`` and ``def f(a|)`` becomes ``def f(a, b):``.
+When the cursor touches a word after it (``pr|nt(x)``, ``x = |foo()``), a
+completion is what it writes before it meets that word (``i``, ``self.``),
+or nothing: anything else would be glued to the word.
 
     >>> rules = StopRules.around('    print("Hello, ', '")\\n', multiline=False)
     >>> text = rules.cut('" + name)\\n'); text, replaced_after(text, '")\\n')
@@ -66,6 +69,35 @@ def past_closers(suffix: str) -> str:
 
 
 _SYMBOL = re.compile(r"[^\w\s]")
+_WORD_AFTER = re.compile(r"[\w$]+")
+"""The word the text after the cursor starts with, when the cursor touches it (``$`` as in JavaScript's names)."""
+
+
+def _meeting(text: str, word: str, complete: bool = True) -> int | None:
+    """Where ``text`` first writes ``word`` as the end of one of its words, having closed the brackets and quotes
+    it opened before it (``complete``: the text is whole, so its end ends a word too); None where it does not.
+
+    >>> _meeting("ait fetch(url)", "fetch"), _meeting("int(x)", "nt"), _meeting("self.foo()", "foo")
+    (4, 1, 5)
+    >>> _meeting("bar(foo)", "foo"), _meeting('"foo"', "foo"), _meeting("ntf(nt)", "nt"), _meeting("bar()", "foo")
+    (None, None, None, None)
+    >>> _meeting("fetch", "fetch", complete=False), _meeting("fetch", "fetch")
+    (None, 0)
+    """
+    at = text.find(word)
+    while at >= 0:
+        end = at + len(word)
+        ends_a_word = (complete and end == len(text)) or (end < len(text) and not _WORD_AFTER.match(text, end))
+        if ends_a_word and _balanced(text[:at]):
+            return at
+        at = text.find(word, at + 1)
+    return None
+
+
+def _balanced(text: str) -> bool:
+    """Whether ``text`` closes as many brackets as it opens, and holds each quote an even number of times."""
+    opened = sum(text.count(char) for char in "([{") - sum(text.count(char) for char in ")]}")
+    return opened == 0 and all(text.count(quote) % 2 == 0 for quote in "\"'`")
 
 
 def _before_symbol(text: str, symbol: str) -> str:
@@ -112,6 +144,18 @@ class StopRules:
         takes it in replaces it (`replaced_after`)."""
         return _closers(self.suffix_line)
 
+    @cached_property
+    def word_after(self) -> str:
+        """The word the rest of the cursor's line starts with, when the cursor touches it; else ''. A completion
+        ends where it meets that word (`_meeting`), and one that does not meet it is none: it would make one word
+        of its own last word and that one.
+
+        >>> StopRules.around("    pr", "nt(x)", multiline=False).word_after, StopRules.around("f(", ")", multiline=False).word_after
+        ('nt', '')
+        """
+        found = _WORD_AFTER.match(self.suffix_line)
+        return found.group() if found else ""
+
     @classmethod
     def around(cls, prefix: str, suffix: str, *, multiline: bool) -> StopRules:
         line = prefix.rpartition("\n")[2]
@@ -129,8 +173,14 @@ class StopRules:
         ended = not self.multiline and "\n" in text
         if ended:
             text = text.partition("\n")[0]
+        if self.word_after:
+            at = _meeting(text, self.word_after, complete=ended)
+            if at is not None:
+                return text[:at]  # its blanks too: they part it from the word
+            if ended:
+                return ""
         head = self.suffix_line.strip()
-        if head and head in text and not self.closers:
+        if head and head in text and not self.closers and not self.word_after:
             return self.trim(text[: text.index(head)], meets=True)
         if ended:
             return self.trim(text)
@@ -155,7 +205,17 @@ class StopRules:
 
         >>> StopRules.around("os.listd", "(path)", multiline=False).trim('ir("data", x)')
         'ir'
+
+        Where the cursor touches a word after it (`word_after`), the text is what it writes before it meets that word,
+        blanks included, or nothing:
+
+        >>> rules = StopRules.around("    x = ", "foo()", multiline=False)
+        >>> rules.trim("self.foo()"), rules.trim("await foo"), rules.trim("bar()")
+        ('self.', 'await ', '')
         """
+        if self.word_after:
+            at = _meeting(text, self.word_after)
+            return "" if at is None else text[:at]
         text = text.rstrip() if self.multiline else text.rstrip(" \t")
         if self.closers:
             if _takes_in(text, self.closers):

@@ -111,6 +111,17 @@ def in_its_line(case: Case) -> Case:
     return replace(case, suffix=case.line_rest[len(case.word_rest):])
 
 
+def inside_its_word(case: Case, missing: int) -> Case:
+    """The same cursor with the rest of its line after it, the word's next ``missing`` characters left out: a word
+    retyped in its middle (``pr|nt(x)``, a letter missing), or whole (``missing`` 0: the last missing letter
+    just typed, nothing left to add). The right suggestion writes the missing characters, or nothing.
+
+    >>> inside_its_word(Case("f.py", "    pr", "int", "int(x)", "inside"), 1).suffix
+    'nt(x)'
+    """
+    return replace(case, suffix=case.line_rest[missing:])
+
+
 def around_cursor(source: str, cursor: int, word_end: int) -> tuple[str, str, str]:
     """What a case holds of ``source`` with the cursor at ``cursor`` inside a word ending at ``word_end``:
     the text before the cursor (at most `CONTEXT_CHARS`), the rest of the word, and the rest of the line

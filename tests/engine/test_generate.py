@@ -17,6 +17,12 @@ from tests.support.strategies import code_text, examples
 TEXTWRAP = open(importlib.import_module("textwrap").__file__, encoding="utf-8").read()
 
 
+_WIDTH_AT = TEXTWRAP.index("        if self.width <= 0:") + len("        if self.wid")
+WIDTH_TYPED = _WIDTH_AT, TEXTWRAP[:_WIDTH_AT] + TEXTWRAP[_WIDTH_AT + len("th") :]
+"""A cursor far into textwrap.py, ``if self.wid| <= 0:``: the word being typed, the rest of its line after it (where
+the word's rest followed the cursor, a suggestion would be what is missing before it: nothing)."""
+
+
 def rereads_the_prefix(engine, prefix: str, completion) -> bool:
     """The completion's tokens decode to typed bytes of the prefix, then the completion."""
     decoded = engine.vocab.decode(completion.tokens)
@@ -187,35 +193,35 @@ def test_a_covering_path_is_expanded_only_when_the_byte_marginal_needs_it(engine
 def test_a_cold_request_reads_a_cut_window_and_warm_reads_the_whole(engine, mode):
     """A prompt-time budget cuts the window of a cold request; `warm` reads the whole window, and the
     same request then reads it all, as without a budget."""
-    cursor = TEXTWRAP.index("        if self.width <= 0:") + len("        if self.wid")
+    cursor, document = WIDTH_TYPED
     tight = Options(mode=mode, max_tokens=4, fim=False, prompt_budget_ms=1)
     engine.clear()
-    cut = generate(engine, TEXTWRAP, cursor, options=tight)
+    cut = generate(engine, document, cursor, options=tight)
     assert cut.cut_short
     assert SHORT_BLOCK <= cut.prompt_tokens - 1 < 2 * SHORT_BLOCK + 8  # the last block or two, and the tail
     assert cut.completions
-    typed_on = TEXTWRAP[:cursor] + "t" + TEXTWRAP[cursor:]
+    typed_on = document[:cursor] + "t" + document[cursor:]
     again = generate(engine, typed_on, cursor + 1, options=tight)
     assert again.cut_short and again.prompt_tokens >= cut.prompt_tokens - 2, "the cut stays put while typing"
-    read = warm(engine, TEXTWRAP, cursor, tight)
-    assert read > cut.prompt_tokens and warm(engine, TEXTWRAP, cursor, tight) == 0
-    whole = generate(engine, TEXTWRAP, cursor, options=tight)
+    read = warm(engine, document, cursor, tight)
+    assert read > cut.prompt_tokens and warm(engine, document, cursor, tight) == 0
+    whole = generate(engine, document, cursor, options=tight)
     assert not whole.cut_short
     engine.clear()
-    unbudgeted = generate(engine, TEXTWRAP, cursor, options=replace(tight, prompt_budget_ms=None))
+    unbudgeted = generate(engine, document, cursor, options=replace(tight, prompt_budget_ms=None))
     assert whole.prompt_tokens == unbudgeted.prompt_tokens and whole.completions
 
 
 def test_warm_reads_the_beams_root_so_a_keystroke_in_the_word_saves_a_model_step(engine):
     """For cpc, reading ahead also fetches the next-token row where the word at the cursor starts: the
     keystroke's request then makes one model call fewer than after a plain read, with the same text."""
-    cursor = TEXTWRAP.index("        if self.width <= 0:") + len("        if self.wid")
+    cursor, document = WIDTH_TYPED
     options = Options(mode="cpc", max_tokens=4, fim=False)
-    typed_on = TEXTWRAP[:cursor] + "t" + TEXTWRAP[cursor:]
+    typed_on = document[:cursor] + "t" + document[cursor:]
     runs = []
     for read_ahead in (replace(options, mode="naive"), options):  # the prompt alone, then with the root
         engine.clear()
-        warm(engine, TEXTWRAP, cursor, read_ahead)
+        warm(engine, document, cursor, read_ahead)
         runs.append(generate(engine, typed_on, cursor + 1, options=options))
     plain, rooted = runs
     assert rooted.completions[0].text == plain.completions[0].text

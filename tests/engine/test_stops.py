@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -50,7 +52,12 @@ def test_a_text_that_loops_ends_in_its_first_round():
     ("files = os.listd", "(path)", 'ir("data")', "ir", 0),  # never meets it: ends before its first symbol
     ("config = {'", "': True,", "user': 'root',", "user", 0),
     ("f(", ", c)", "g(a, b), d)", "g(a, b)", 0),  # the symbol outside the brackets the text opens
-    ("x = ", "foo(1)", "bar(2)", "bar(2)", 0),  # a word after the cursor: left as the model wrote it
+    ("x = ", "foo(1)", "bar(2)", "", 0),  # the cursor touches a word: a text that never meets it is none
+    ("x = ", "foo(1)", "self.foo(1)", "self.", 0),  # what the text writes before it meets the word
+    ("    pr", "nt(x)", "int(x)", "i", 0),  # a letter missing inside a word
+    ("    pri", "nt(x)", "nt(os.sep)", "", 0),  # the word is whole: nothing to add
+    ("if aw", "fetch(url):", "ait fetch(url):", "ait ", 0),  # the blank before the word is kept
+    ("x = ", "foo(1)", "bar(foo(1))", "", 0),  # the bracket it opens before the word is never closed
 ])
 def test_a_completion_takes_in_the_closers_after_the_cursor(prefix, suffix, model_line, shown, replaced):
     """An editor's auto-closed pairs leave closers after the cursor while a line is typed; a completion that
@@ -78,6 +85,25 @@ def test_an_accepted_completion_never_repeats_the_closers_after_it(model_line, s
         assert replaced == len(closers) and rules.closers == closers
     elif rules.closers:
         assert closers[0] not in text  # ends before the closers' first character: nothing of them repeated
+
+
+@settings(max_examples=examples(200), deadline=None)
+@given(model_line=code_text, word=st.from_regex(r"[a-z_][a-z0-9_]{0,4}", fullmatch=True), rest=code_text,
+       typed=st.sampled_from(["x = ", "    pr", "f(a, ", "if no"]))
+def test_a_completion_before_a_word_after_the_cursor_ends_where_it_meets_it(model_line, word, rest, typed):
+    """Property: where the cursor touches a word after it, the completion is nothing, or what the model's line
+    writes before it meets that word (as the end of one of its words, with the brackets it opened closed): once
+    accepted, the line holds the word as the model wrote it, and never a word of the model glued to it."""
+    suffix = word + rest.replace("\r", "").partition("\n")[0]
+    line = model_line.replace("\r", "").partition("\n")[0]
+    rules = StopRules.around(typed, suffix + "\nnext", multiline=False)
+    text = rules.cut(line + "\n")
+    assert rules.word_after == re.match(r"[\w$]+", suffix).group()
+    if text:
+        met = line[len(text) :]
+        assert line.startswith(text) and met.startswith(rules.word_after)
+        assert not re.match(r"[\w$]", met[len(rules.word_after) :])
+        assert text.count("(") == text.count(")")
 
 
 @settings(max_examples=examples(200), deadline=None)

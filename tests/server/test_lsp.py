@@ -186,6 +186,25 @@ async def test_a_suggestion_takes_in_the_closers_the_editor_put_after_the_cursor
     assert apply(text, item).split("\n")[line] == 'if __name__ == "__main__":'
 
 
+async def test_a_letter_typed_inside_a_word_is_completed_up_to_the_rest_of_the_word(client: LanguageClient):
+    """The cursor inside a word whose rest follows it (a letter missing, or the word whole again): the suggestion
+    is what is missing before that rest, or nothing. Before, the model's own line was inserted there and glued
+    to the rest: ``pr|nt(os.path.basename(path))`` got ``int(os.path.join(path, "data"))`` and Tab gave
+    ``print(os.path.join(path, "data"))nt(os.path.basename(path))``."""
+    uri = "file:///inside_a_word.py"
+    line = 4
+    for version, typed in enumerate(("pr", "pri"), start=1):
+        text = f"import os\n\ndef main(paths):\n    for path in paths:\n        {typed}nt(os.path.basename(path))\n"
+        open_document(client, uri, text, version)
+        answer = await inline(client, uri, line, len(f"        {typed}"))
+        if typed == "pr":
+            assert len(answer.items) == 1 and apply(text, answer.items[0]).split("\n")[line] == (
+                "        print(os.path.basename(path))")
+        else:
+            assert not answer.items  # the word is whole: nothing to add
+        client.text_document_did_close(types.DidCloseTextDocumentParams(types.TextDocumentIdentifier(uri)))
+
+
 async def test_a_new_files_first_line_is_written_in_its_language(client: LanguageClient):
     """An empty file gives the model nothing to read its language from: ``imp`` in a new ``.py`` file became
     ``ort { Component, OnInit } from '@angular/core';``. The engine reads the file's name first
