@@ -52,6 +52,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from cpc.engine import Engine  # noqa: E402
 from cpc.generate import Options  # noqa: E402
 from cpc.session import CompletionSession, EngineSettings, new_file_header, replaced_after  # noqa: E402
+from harness.bench.appended import draw_appended_cases  # noqa: E402
 from harness.bench.closers import draw_closers_cases  # noqa: E402
 from harness.bench.functions import draw_function_cases  # noqa: E402
 from harness.bench.new_files import draw_new_file_cases  # noqa: E402
@@ -228,7 +229,8 @@ def development_cases(engine: Engine, files: str, cases: int, seed: int, prompt:
     with an editor's closers after the cursor (`harness.bench.closers`); ``words``: the identifiers' cursors with
     the rest of their line after the word (`harness.bench.quality.in_its_line`); ``mid-word`` and ``whole-word``: the
     identifiers' cursors with the rest of their line after the cursor, the word's next letter left out or nothing
-    (`harness.bench.quality.inside_its_word`); ``new-files``: a new file's first line (`harness.bench.new_files`)."""
+    (`harness.bench.quality.inside_its_word`); ``appended``: a word's end inside a line, what followed it left out
+    (`harness.bench.appended`); ``new-files``: a new file's first line (`harness.bench.new_files`)."""
     paths = [path for glob in files.split(",") for path in expand(glob)]
     if cursors == "functions":
         return draw_function_cases(engine, paths, cases, seed)
@@ -238,7 +240,8 @@ def development_cases(engine: Engine, files: str, cases: int, seed: int, prompt:
         drawn = [inside_its_word(case, 1) for case in draw_cases(engine, paths, 2 * cases, seed)
                  if len(case.word_rest) >= 2][:cases]
     else:
-        drawn = (draw_closers_cases if cursors == "closers" else draw_cases)(engine, paths, cases, seed)
+        draw = {"closers": draw_closers_cases, "appended": draw_appended_cases}.get(cursors, draw_cases)
+        drawn = draw(engine, paths, cases, seed)
     if cursors == "words":
         drawn = [in_its_line(case) for case in drawn]
     if cursors == "whole-word":
@@ -378,7 +381,7 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--prompt", choices=("long", "short"), default="long")
     parser.add_argument("--cursors", choices=("identifiers", "functions", "closers", "words", "mid-word", "whole-word",
-                                              "new-files"),
+                                              "appended", "new-files"),
                         default="identifiers",
                         help="identifiers: inside identifiers of whole files (the development sets); functions: cold "
                              "single-function documents cut at any character of a body line (harness.bench.functions); "
@@ -386,7 +389,8 @@ def main() -> int:
                              "(harness.bench.closers); words: the identifiers' cursors with the rest of their line "
                              "after the word, a word retyped in an existing line; mid-word / whole-word: the "
                              "identifiers' cursors with the rest of their line after the cursor, the word's next "
-                             "letter left out (a letter to add) or none (nothing to add); new-files: a new file's first line "
+                             "letter left out (a letter to add) or none (nothing to add); appended: a word's end inside "
+                             "a line, the run after it left out (harness.bench.appended); new-files: a new file's first line "
                              "typed (harness.bench.new_files); --files takes comma-separated globs")
     parser.add_argument("--until-ms", type=int, choices=MOMENTS_MS, default=MOMENTS_MS[-1],
                         help="follow each cursor's suggestion this long (the later moments are left out)")

@@ -11,7 +11,10 @@ on past them: one that holds them in their order replaces them
 ``print("Hello, " + name)`` and ``def f(a|)`` becomes ``def f(a, b):``.
 When the cursor touches a word after it (``pr|nt(x)``, ``x = |foo()``), a
 completion is what it writes before it meets that word (``i``, ``self.``),
-or nothing: anything else would be glued to the word.
+or nothing: anything else would be glued to the word. When a blank and more
+follow it (``nam| = sys.stdin``), a completion ends where it meets that
+blank and the word or symbols after it, or else, if it goes on the word at
+the cursor, at that word's end (``e``, not ``e = io.open(fd) = sys.stdin``).
 
     >>> rules = StopRules.around('    print("Hello, ', '")\\n', multiline=False)
     >>> text = rules.cut('" + name)\\n'); text, replaced_after(text, '")\\n')
@@ -70,12 +73,15 @@ def past_closers(suffix: str) -> str:
 
 _SYMBOL = re.compile(r"[^\w\s]")
 _WORD_AFTER = re.compile(r"[\w$]+")
+_BLANK_LED = re.compile(r"[ \t]+(?:[\w$]+|[^\w\s$]+)")
+"""Blanks after the cursor and what comes first after them: a word, or a run of symbols."""
 """The word the text after the cursor starts with, when the cursor touches it (``$`` as in JavaScript's names)."""
 
 
 def _meeting(text: str, word: str, complete: bool = True) -> int | None:
-    """Where ``text`` first writes ``word`` as the end of one of its words, having closed the brackets and quotes
-    it opened before it (``complete``: the text is whole, so its end ends a word too); None where it does not.
+    """Where ``text`` first writes ``word`` as the end of one of its words (of its runs of symbols, when ``word``
+    ends in one), having closed the brackets and quotes it opened before it (``complete``: the text is whole, so
+    its end ends a word too); None where it does not.
 
     >>> _meeting("ait fetch(url)", "fetch"), _meeting("int(x)", "nt"), _meeting("self.foo()", "foo")
     (4, 1, 5)
@@ -83,21 +89,33 @@ def _meeting(text: str, word: str, complete: bool = True) -> int | None:
     (None, None, None, None)
     >>> _meeting("fetch", "fetch", complete=False), _meeting("fetch", "fetch")
     (None, 0)
+    >>> _meeting("e = io.open(fd)", " ="), _meeting("a == b", " ="), _meeting("x)) && g(i + ", " +")
+    (1, None, None)
     """
+    same_kind = _WORD_AFTER if _WORD_AFTER.fullmatch(word[-1]) else _SYMBOL
     at = text.find(word)
     while at >= 0:
         end = at + len(word)
-        ends_a_word = (complete and end == len(text)) or (end < len(text) and not _WORD_AFTER.match(text, end))
-        if ends_a_word and _balanced(text[:at]):
+        ends_there = (complete and end == len(text)) or (end < len(text) and not same_kind.match(text, end))
+        if ends_there and _balanced(text[:at]):
             return at
         at = text.find(word, at + 1)
     return None
 
 
 def _balanced(text: str) -> bool:
-    """Whether ``text`` closes as many brackets as it opens, and holds each quote an even number of times."""
-    opened = sum(text.count(char) for char in "([{") - sum(text.count(char) for char in ")]}")
-    return opened == 0 and all(text.count(quote) % 2 == 0 for quote in "\"'`")
+    """Whether ``text`` closes each bracket it opens and none it does not, and holds each quote an even number of
+    times.
+
+    >>> _balanced("f(a)[0]"), _balanced("f("), _balanced(")) && g(("), _balanced("'a")
+    (True, False, False, False)
+    """
+    depth = 0
+    for char in text:
+        depth += (char in "([{") - (char in ")]}")
+        if depth < 0:
+            return False
+    return depth == 0 and all(text.count(quote) % 2 == 0 for quote in "\"'`")
 
 
 def _before_symbol(text: str, symbol: str) -> str:
@@ -156,6 +174,18 @@ class StopRules:
         found = _WORD_AFTER.match(self.suffix_line)
         return found.group() if found else ""
 
+    @cached_property
+    def piece_after(self) -> str:
+        """Where the rest of the cursor's line starts with blanks and then more: those blanks and its first word or
+        run of symbols (`_BLANK_LED`); else ''. A completion ends where it meets them (`_meeting`); one that does not
+        and goes on the word at the cursor ends at that word's end: the rest of the line is the user's.
+
+        >>> StopRules.around("    nam", " = sys.stdin", multiline=False).piece_after
+        ' ='
+        """
+        found = _BLANK_LED.match(self.suffix_line)
+        return found.group() if found else ""
+
     @classmethod
     def around(cls, prefix: str, suffix: str, *, multiline: bool) -> StopRules:
         line = prefix.rpartition("\n")[2]
@@ -179,6 +209,12 @@ class StopRules:
                 return text[:at]  # its blanks too: they part it from the word
             if ended:
                 return ""
+        if self.piece_after:
+            at = _meeting(text, self.piece_after, complete=ended)
+            if at is not None:
+                return text[:at].rstrip(" \t")
+            if ended:
+                return self.trim(text)
         head = self.suffix_line.strip()
         if head and head in text and not self.closers and not self.word_after:
             return self.trim(text[: text.index(head)], meets=True)
@@ -212,10 +248,24 @@ class StopRules:
         >>> rules = StopRules.around("    x = ", "foo()", multiline=False)
         >>> rules.trim("self.foo()"), rules.trim("await foo"), rules.trim("bar()")
         ('self.', 'await ', '')
+
+        Where blanks and more follow the cursor (`piece_after`), what it writes before it meets them, or else the
+        word at the cursor finished; a text that starts no word keeps the rules above:
+
+        >>> rules = StopRules.around("    nam", " = sys.stdin", multiline=False)
+        >>> rules.trim("e = io.open(fd)"), rules.trim("espace.stdin()"), StopRules.around("x = f", "  # y", multiline=False).trim("(a)")
+        ('e', 'espace', '(a)')
         """
         if self.word_after:
             at = _meeting(text, self.word_after)
             return "" if at is None else text[:at]
+        if self.piece_after and not meets:
+            at = _meeting(text, self.piece_after)
+            if at is not None:
+                return text[:at].rstrip(" \t")
+            word = _WORD_AFTER.match(text)
+            if word:
+                return word.group()
         text = text.rstrip() if self.multiline else text.rstrip(" \t")
         if self.closers:
             if _takes_in(text, self.closers):

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from cpc.engine import Engine
 from harness.bench.quality import CONTEXT_CHARS, Case, _kind
+from harness.bench.sources import random_lines
 
 BRACKETS = {"(": ")", "[": "]", "{": "}"}
 QUOTES = "\"'`"
@@ -62,19 +63,11 @@ def draw_closers_cases(engine: Engine, files: list[Path], count: int, seed: int)
     its ``line_rest`` the rest of the file's line, its ``kind`` whether the model's tokens of the line have a
     boundary at the cursor.
     """
-    if not files:
-        raise ValueError("no source files match the pattern")
     rng = random.Random(seed)
-    texts: dict[Path, list[str]] = {}
     cases: list[Case] = []
-    for _ in range(count * 400):
+    for path, lines, number in random_lines(files, rng, count * 400):
         if len(cases) == count:
             return cases
-        path = rng.choice(files)
-        if path not in texts:
-            texts[path] = path.read_text(encoding="utf-8", errors="replace").split("\n")
-        lines = texts[path]
-        number = rng.randrange(len(lines))
         line = lines[number].rstrip()
         indent = len(line) - len(line.lstrip())
         if len(line) - indent < 4 or _SKIPPED.search(line):

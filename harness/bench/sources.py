@@ -22,11 +22,13 @@ import importlib
 import importlib.util
 import json
 import keyword
+import random
 import re
 import shutil
 import subprocess
 import sysconfig
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -46,6 +48,23 @@ def expand(pattern: str) -> list[Path]:
     """Files matching ``pattern`` (``**`` recursive; ``<stdlib>`` is this interpreter's standard library)."""
     pattern = pattern.replace(STDLIB, stdlib_dir())
     return sorted(Path(name) for name in glob.glob(pattern, recursive=True) if Path(name).is_file())
+
+
+def random_lines(files: list[Path], rng: random.Random, tries: int) -> Iterator[tuple[Path, list[str], int]]:
+    """``tries`` lines drawn at random from ``files`` (a file, then one of its lines): the file, its lines, and the
+    line's index; each file is read once.
+
+    >>> next(random_lines([Path(__file__)], random.Random(1), 1))[0].name
+    'sources.py'
+    """
+    if not files:
+        raise ValueError("no source files match the pattern")
+    texts: dict[Path, list[str]] = {}
+    for _ in range(tries):
+        path = rng.choice(files)
+        if path not in texts:
+            texts[path] = path.read_text(encoding="utf-8", errors="replace").split("\n")
+        yield path, texts[path], rng.randrange(len(texts[path]))
 
 
 def stdlib_dir() -> str:

@@ -58,6 +58,11 @@ def test_a_text_that_loops_ends_in_its_first_round():
     ("    pri", "nt(x)", "nt(os.sep)", "", 0),  # the word is whole: nothing to add
     ("if aw", "fetch(url):", "ait fetch(url):", "ait ", 0),  # the blank before the word is kept
     ("x = ", "foo(1)", "bar(foo(1))", "", 0),  # the bracket it opens before the word is never closed
+    ("if no", " && node.isRoot", "de && node.then", "de", 0),  # blanks and more after the cursor: meets them
+    ("    nam", " = sys.stdin", "e = io.open(fd)", "e", 0),
+    ("clas", " PoolStats {", "s Node {", "s", 0),  # never meets them: the word at the cursor, finished
+    ("x(i + SGR", " + 1))) {", "_MAX_LEN)) && g(i + ", "_MAX_LEN", 0),  # meets them past brackets it never opened
+    ("x = f", "  # note", "(a)", "(a)", 0),  # starts no word: as before
 ])
 def test_a_completion_takes_in_the_closers_after_the_cursor(prefix, suffix, model_line, shown, replaced):
     """An editor's auto-closed pairs leave closers after the cursor while a line is typed; a completion that
@@ -104,6 +109,26 @@ def test_a_completion_before_a_word_after_the_cursor_ends_where_it_meets_it(mode
         assert line.startswith(text) and met.startswith(rules.word_after)
         assert not re.match(r"[\w$]", met[len(rules.word_after) :])
         assert text.count("(") == text.count(")")
+
+
+@settings(max_examples=examples(200), deadline=None)
+@given(model_line=code_text, blanks=st.sampled_from([" ", "  ", "\t"]), rest=code_text,
+       typed=st.sampled_from(["x = ", "    pr", "f(a, ", "if no"]))
+def test_a_completion_before_blanks_and_more_ends_where_it_meets_them_or_with_its_word(model_line, blanks, rest, typed):
+    """Property: where blanks and more follow the cursor, a completion that goes on the word at the cursor is that
+    word finished, or what the model's line writes before it meets those blanks and what comes first after them:
+    nothing of the model's is left glued before the rest of the line."""
+    after = rest.replace("\r", "").partition("\n")[0].strip()
+    line = model_line.replace("\r", "").partition("\n")[0]
+    if not after or not re.match(r"[\w$]", line):
+        return
+    rules = StopRules.around(typed, blanks + after + "\nnext", multiline=False)
+    text = rules.cut(line + "\n")
+    word = re.match(r"[\w$]+", line).group()
+    met = line[len(text) :].lstrip(" \t")
+    assert line.startswith(text)
+    assert text == word or (line[len(text) :].startswith(rules.piece_after.lstrip(" \t")) or
+                            met.startswith(rules.piece_after.lstrip(" \t"))), (text, line, rules.piece_after)
 
 
 @settings(max_examples=examples(200), deadline=None)
