@@ -73,9 +73,9 @@ def past_closers(suffix: str) -> str:
 
 _SYMBOL = re.compile(r"[^\w\s]")
 _WORD_AFTER = re.compile(r"[\w$]+")
+"""The word the text after the cursor starts with, when the cursor touches it (``$`` as in JavaScript's names)."""
 _BLANK_LED = re.compile(r"[ \t]+(?:[\w$]+|[^\w\s$]+)")
 """Blanks after the cursor and what comes first after them: a word, or a run of symbols."""
-"""The word the text after the cursor starts with, when the cursor touches it (``$`` as in JavaScript's names)."""
 
 
 def _meeting(text: str, word: str, complete: bool = True) -> int | None:

@@ -241,6 +241,35 @@ def test_neovim_ghost_text_grows_to_the_whole_line_with_no_key(tmp_path):
     print(f"ghost text over time: {report['ghost_history']}")
 
 
+INSIDE_A_WORD = ("        if self.", "wi", "th <= 0:")
+"""(the line before the cursor, the keys typed there, the line after them): `CUT_LINE` with its ``wid`` gone,
+``wi`` typed back in front of ``th``."""
+
+
+@pytest.mark.slow
+def test_neovim_completes_a_word_typed_in_its_middle_up_to_the_rest_of_it(tmp_path):
+    """Keys typed in the middle of a word (``self.wi|th``): the ghost text shows between them and the rest of the
+    word, and it is only what joins the two (``d``), never the rest of the line written again; Tab puts it in
+    there, and the line is whole."""
+    kept, typed, after = INSIDE_A_WORD
+    document, original, index = make_document(tmp_path)
+    original[index] = kept + after
+    document.write_text("\n".join(original) + "\n")
+    server_log = tmp_path / "server.log"
+    out = tmp_path / "result.json"
+    env = {**driver_env(tmp_path, document, index, server_log, out, typed=typed), "CPC_TEST_COL": str(len(kept))}
+    report, diagnostics = run_driver(env, tmp_path, server_log, out)
+    assert report["line_typed"] == kept + typed + after, diagnostics()
+    ghost = report["ghost_history"][0]["text"]
+    assert ghost and re.fullmatch(r"\w+", ghost), f"the ghost text is not the missing part of the word: {ghost!r}\n{diagnostics()}"
+    saved = document.read_text().split("\n")
+    assert saved[index] == kept + typed + ghost + after, f"Tab did not put it in before {after!r}: {saved[index]!r}"
+    word = typed + ghost + re.match(r"\w*", after).group()
+    assert word in set(re.findall(r"\w+", "\n".join(original))), f"{word!r} is no name of the file"
+    assert saved[:index] == original[:index] and saved[index + 1:-1] == original[index + 1:]
+    print(f"{kept + typed}|{after} -> ghost {ghost!r}: {saved[index]!r}")
+
+
 def cache_answers(status: str) -> int:
     """How many requests the server answered from its suggestion cache, from a `:CpcStatus` line."""
     return int(re.search(r"(\d+) from the cache", status).group(1))

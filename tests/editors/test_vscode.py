@@ -88,6 +88,9 @@ END_OF_LINE = ("        if self.width <= 0:", "        if self.", "wid")
 """(the line in textwrap.py, what is left of it, what the test types at its end)"""
 MID_LINE = ("            width = self.width - len(indent)", "            width = self.", " - len(indent)", "wi")
 """(the line, the text before the cursor, the text after it, what the test types at the cursor)"""
+INSIDE_A_WORD = ("            if self.drop_whitespace and chunks[-1].strip() == '' and lines:", "            if self.",
+                 "space and chunks[-1].strip() == '' and lines:", "drop_")
+"""(the line, the text before the cursor, the text after it with ``drop_white`` gone, what the test types back)"""
 
 USER_SETTINGS = {
     "workbench.startupEditor": "none",
@@ -220,6 +223,7 @@ def make_document(directory: Path) -> tuple[Path, list[str]]:
     lines = source[source.index("class TextWrapper:") : source.index("    def _split_chunks(self, text):")]
     lines[lines.index(END_OF_LINE[0])] = END_OF_LINE[1]
     lines[lines.index(MID_LINE[0])] = MID_LINE[1] + MID_LINE[2]
+    lines[lines.index(INSIDE_A_WORD[0])] = INSIDE_A_WORD[1] + INSIDE_A_WORD[2]
     path = directory / "textwrap_slice.py"
     path.write_text("\n".join(lines) + "\n")
     return path, lines
@@ -491,6 +495,21 @@ def test_a_suggestion_in_the_middle_of_a_line_keeps_the_text_after_the_cursor(vs
     assert identifier in names, f"{identifier!r} is no name of the file: {line!r}"
     # the text after the cursor ends the line, once: the suggestion went in before it and repeated none of it
     assert line.endswith(after) and line.count(after.strip()) == 1, f"the text after the cursor was repeated: {line!r}"
+    check_rest_of_file(vscode, index, line)
+
+
+def test_keys_typed_in_the_middle_of_a_word_are_joined_to_the_rest_of_it(vscode: VSCode):
+    _, before, after, typed = INSIDE_A_WORD
+    index = vscode.original.index(before + after)
+    type_at(vscode, index, len(before), typed)
+    ghost = wait_for_ghost_text(vscode)
+    line = accept_and_save(vscode, index)
+    # only what joins the keys to the rest of the word, not the rest of the line written again
+    joined = line[len(before + typed):len(line) - len(after)]
+    assert line.startswith(before + typed) and line.endswith(after) and re.fullmatch(r"\w+", joined), (
+        f"not joined to the rest of the word: {line!r} (ghost {ghost!r})")
+    word = identifier_after(line, len(before))
+    assert word in set(re.findall(r"\w+", "\n".join(vscode.original))), f"{word!r} is no name of the file: {line!r}"
     check_rest_of_file(vscode, index, line)
 
 

@@ -8,6 +8,8 @@
 --   CPC_TEST_CMD      JSON list: the server command
 --   CPC_TEST_FILE     the file to edit
 --   CPC_TEST_LINE     1-based line whose end the cursor goes to
+--   CPC_TEST_COL      optional: the 0-based byte column the keys are typed
+--                     before, instead of the line's end
 --   CPC_TEST_TYPE     identifier characters typed there, one key at a time
 --   CPC_TEST_OUT      where the JSON result goes
 --   CPC_TEST_WAIT_MS  how long to wait for a suggestion (default 120000)
@@ -268,16 +270,17 @@ local function main()
     vim.inspect(client().server_capabilities.inlineCompletionProvider)
   ))
 
-  api.nvim_win_set_cursor(0, { lnum, 0 })
+  local col = tonumber(env.CPC_TEST_COL or '')
+  api.nvim_win_set_cursor(0, { lnum, col or 0 })
   result.line_before = api.nvim_buf_get_lines(buf, lnum - 1, lnum, true)[1]
-  type_keys({ 'A' })
+  type_keys({ col and 'i' or 'A' })
   if not wait_until(function()
     return api.nvim_get_mode().mode == 'i'
   end, 2000) then
     result.error = 'could not enter insert mode, mode = ' .. api.nvim_get_mode().mode
     return
   end
-  step('insert mode at end of line ' .. lnum)
+  step(('insert mode on line %d, %s'):format(lnum, col and ('before column ' .. col) or 'at its end'))
   type_keys(chars(typed))
   result.line_typed = api.nvim_get_current_line()
   step(('typed %q: %q'):format(typed, result.line_typed))
