@@ -97,6 +97,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_server.py --cursors mid-word --files '<stdlib>/[a-m]*.py,$(NPM_LIB)' --cases 100 --seed 1 --prompt short --until-ms 1000 --json $(OUT)/bench_mid_word.json --plot $(OUT)/bench_mid_word.png
 	$(BIN)/python benchmarks/bench_server.py --cursors whole-word --files '<stdlib>/[a-m]*.py,$(NPM_LIB)' --cases 100 --seed 1 --prompt short --modes cpc --until-ms 1000 --json $(OUT)/bench_whole_word.json
 	$(BIN)/python benchmarks/bench_server.py --cursors appended --files '<stdlib>/[a-m]*.py,$(NPM_LIB)' --cases 100 --seed 1 --prompt short --modes cpc --until-ms 1000 --json $(OUT)/bench_appended.json
+	$(BIN)/python benchmarks/bench_server.py --cursors inserted --files '<stdlib>/[a-m]*.py,$(NPM_LIB)' --cases 100 --seed 1 --modes cpc --until-ms 1000 --json $(OUT)/bench_inserted.json
 	$(BIN)/python benchmarks/disagreements.py $(OUT)/bench_cold.json --json $(OUT)/disagreements.json --markdown $(OUT)/disagreements.md
 	$(BIN)/python benchmarks/start_oracle.py --files '<stdlib>/[a-m]*.py,$(NPM_LIB)' --cases 200 --seed 1 --json $(OUT)/start_oracle.json --markdown $(OUT)/start_oracle.md --plot $(OUT)/start_oracle.png
 	$(BIN)/python -m harness.bench --files '<stdlib>/[a-m]*.py' --cases 60 --seed 1 --json $(OUT)/bench_complete.json --plot $(OUT)/bench_complete.png

@@ -11,7 +11,7 @@ with its shipping defaults (`lsp_server.settings.Settings`; ``--set``
 changes one, for a comparison, and the JSON records every setting sent).
 Per cursor, a headless editor (`harness.headless`) opens a new
 document holding the text before the cursor but its last character, waits
-(``--pause``: by default until the server has read the document ahead, as
+(``--pause``: by default until the server has read the document ahead where the cursor rests, as
 it does while the user looks at a file; ``0`` for a key typed the moment
 the file opens), types that character (``didChange``) and asks for inline
 completions at once,
@@ -55,6 +55,7 @@ from cpc.session import CompletionSession, EngineSettings, new_file_header, repl
 from harness.bench.appended import draw_appended_cases  # noqa: E402
 from harness.bench.closers import draw_closers_cases  # noqa: E402
 from harness.bench.functions import draw_function_cases  # noqa: E402
+from harness.bench.inserted import draw_inserted_cases  # noqa: E402
 from harness.bench.new_files import draw_new_file_cases  # noqa: E402
 from harness.bench.sources import expand  # noqa: E402
 from harness.bench.quality import Case, draw_cases, in_its_line, inside_its_word, line_exact, shorten, word_exact  # noqa: E402
@@ -132,11 +133,14 @@ async def through_server(model: str, cases: list[Case], modes: list[str], settin
 
 async def open_and_pause(editor: HeadlessEditor, opening: Awaitable[None], pause: str) -> None:
     """Open a document (``opening``: the editor's `HeadlessEditor.open` or `HeadlessEditor.open_notebook`), then
-    wait: ``read``, until the server has read it ahead (what it does for a file open a few seconds, at most
+    wait: ``read``, until the server has read it ahead where the cursor rests (the editor tells it,
+    ``cpc/cursorRest``, as both editors do: what the server does for a file open a few seconds, at most
     `READ_AHEAD_LIMIT_S`), or a number of milliseconds (``0``: the key comes at once)."""
     before = (await editor.status()).warmed if pause == "read" else 0
     await opening
-    if pause != "read":
+    if pause == "read":
+        editor.rest()
+    else:
         await asyncio.sleep(float(pause) / 1000)
         return
     deadline = time.perf_counter() + READ_AHEAD_LIMIT_S
@@ -230,7 +234,8 @@ def development_cases(engine: Engine, files: str, cases: int, seed: int, prompt:
     the rest of their line after the word (`harness.bench.quality.in_its_line`); ``mid-word`` and ``whole-word``: the
     identifiers' cursors with the rest of their line after the cursor, the word's next letter left out or nothing
     (`harness.bench.quality.inside_its_word`); ``appended``: a word's end inside a line, what followed it left out
-    (`harness.bench.appended`); ``new-files``: a new file's first line (`harness.bench.new_files`)."""
+    (`harness.bench.appended`); ``inserted``: a line typed between two lines of a file, the rest of the file after it
+    (`harness.bench.inserted`); ``new-files``: a new file's first line (`harness.bench.new_files`)."""
     paths = [path for glob in files.split(",") for path in expand(glob)]
     if cursors == "functions":
         return draw_function_cases(engine, paths, cases, seed)
@@ -240,7 +245,8 @@ def development_cases(engine: Engine, files: str, cases: int, seed: int, prompt:
         drawn = [inside_its_word(case, 1) for case in draw_cases(engine, paths, 2 * cases, seed)
                  if len(case.word_rest) >= 2][:cases]
     else:
-        draw = {"closers": draw_closers_cases, "appended": draw_appended_cases}.get(cursors, draw_cases)
+        draw = {"closers": draw_closers_cases, "appended": draw_appended_cases,
+                "inserted": draw_inserted_cases}.get(cursors, draw_cases)
         drawn = draw(engine, paths, cases, seed)
     if cursors == "words":
         drawn = [in_its_line(case) for case in drawn]
@@ -381,7 +387,7 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--prompt", choices=("long", "short"), default="long")
     parser.add_argument("--cursors", choices=("identifiers", "functions", "closers", "words", "mid-word", "whole-word",
-                                              "appended", "new-files"),
+                                              "appended", "inserted", "new-files"),
                         default="identifiers",
                         help="identifiers: inside identifiers of whole files (the development sets); functions: cold "
                              "single-function documents cut at any character of a body line (harness.bench.functions); "
@@ -390,14 +396,17 @@ def main() -> int:
                              "after the word, a word retyped in an existing line; mid-word / whole-word: the "
                              "identifiers' cursors with the rest of their line after the cursor, the word's next "
                              "letter left out (a letter to add) or none (nothing to add); appended: a word's end inside "
-                             "a line, the run after it left out (harness.bench.appended); new-files: a new file's first line "
+                             "a line, the run after it left out (harness.bench.appended); inserted: a line typed between two "
+                             "lines of a file, the rest of the file after it (harness.bench.inserted); new-files: a "
+                             "new file's first line "
                              "typed (harness.bench.new_files); --files takes comma-separated globs")
     parser.add_argument("--until-ms", type=int, choices=MOMENTS_MS, default=MOMENTS_MS[-1],
                         help="follow each cursor's suggestion this long (the later moments are left out)")
     parser.add_argument("--modes", default="cpc,heal,naive")
     parser.add_argument("--pause", default="read",
                         help="how long each document is open before the keystroke: 'read' (until the server has "
-                             "read it ahead, as for a file open a few seconds) or milliseconds (0: typed at once)")
+                             "read it ahead where the cursor rests, as for a file open a few seconds) or "
+                             "milliseconds (0: typed at once)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="a server setting other than its default (camelCase, JSON value), for comparisons")
     parser.add_argument("--json")

@@ -38,7 +38,7 @@ from typing import Any
 from lsprotocol import types
 from pygls.lsp.client import LanguageClient
 
-from lsp_server.extensions import DOCUMENT_TEXT, GROWTH_CAPABILITY, STATUS, SUGGESTION_READY
+from lsp_server.extensions import CURSOR_REST, DOCUMENT_TEXT, GROWTH_CAPABILITY, STATUS, SUGGESTION_READY
 
 
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
@@ -208,6 +208,12 @@ class HeadlessEditor:
             self.notebook = None
             return
         self.client.text_document_did_close(types.DidCloseTextDocumentParams(types.TextDocumentIdentifier(self.uri)))
+
+    def rest(self) -> None:
+        """Tell the server the cursor has come to rest (``cpc/cursorRest``), as both editors do on a click or a jump."""
+        here = self.position(self.cursor)
+        self.client.protocol.notify(CURSOR_REST, {"textDocument": {"uri": self.uri},
+                                                  "position": {"line": here.line, "character": here.character}})
 
     def type(self, chars: str) -> None:
         """Insert ``chars`` at the cursor: one ``didChange``, as an editor sends per keystroke or paste."""

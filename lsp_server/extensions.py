@@ -19,6 +19,10 @@ background, so the editor asks again there (VS Code: ``editor.action.inlineSugge
 Neovim: the inline completion's own request) and the suggestion cache answers with the longer text."""
 GROWTH_CAPABILITY = {"cpc": {"suggestionReady": True}}
 """The client's ``capabilities.experimental`` entry saying it asks again on `SUGGESTION_READY`."""
+CURSOR_REST = "cpc/cursorRest"
+"""A notification (``{"textDocument": {"uri"}, "position"}``) an editor sends when its cursor comes to rest
+somewhere other than where a key was typed (a click, an arrow key, a jump, insert mode entered): the server
+reads the prompt window there ahead of the first key, as it does at the end of a file just opened."""
 DOCUMENT_TEXT = "cpc/documentText"
 """A custom request: the server's copy of a document (``{"uri"}`` -> ``{"text", "version"}``), to check sync."""
 

@@ -40,7 +40,9 @@ may do is one small object per request (`Ticket`):
   loaded and none loading, requests answer an empty list.
 - **Reading ahead** (``warmCache``). When the editor has been quiet for
   `WARM_IDLE_S` and the worker is idle, the worker reads the prompt window
-  at the last edit (at the end of a newly opened file) into the KV cache.
+  at the last edit (at the end of a newly opened file), or where the
+  editor's cursor came to rest since (`rest_at`: a click, a jump), into
+  the KV cache.
 - **Cut windows upgraded.** An answer from a window cut for
   ``promptBudgetMs`` (a long file the KV cache lacks) is followed at once
   by the whole window's answer, into the suggestion cache, and the editor
@@ -238,6 +240,8 @@ class Requests:
     editor's refetch is expected there."""
     _activity: int = field(default=0, init=False)
     """Bumped by every edit and request: read-ahead stops when it changes."""
+    _rests: int = field(default=0, init=False)
+    """Bumped by every cursor come to rest (`rest_at`): a read ahead asked before it is no longer wanted."""
     _running: Callable[[], bool] | None = field(default=None, init=False)
     """Whether the model work on the worker now is stale (its ``cancelled``), while there is some."""
 
@@ -589,19 +593,29 @@ class Requests:
         """After `WARM_IDLE_S` of quiet, read the prompt window that ends at ``offset`` of ``uri``
         (None: at its end) into the KV cache, unless the worker is busy then."""
         if self.settings().warm_cache:
-            asyncio.get_running_loop().call_later(WARM_IDLE_S, self._warm, uri, offset, self._activity)
+            asyncio.get_running_loop().call_later(WARM_IDLE_S, self._warm, uri, offset, self._activity, self._rests)
 
-    def _warm(self, uri: str, offset: int | None, activity: int) -> None:
+    def rest_at(self, uri: str, offset: int) -> None:
+        """The editor's cursor came to rest at ``offset`` of ``uri`` (`lsp_server.extensions.CURSOR_REST`): after
+        `WARM_IDLE_S` with no edit, request or other rest, read the prompt window that ends there, so that the first
+        key typed there finds it read. It is no activity itself: it stops no work but the reads ahead asked before it
+        (the newest place wins)."""
+        self._rests += 1
+        self.schedule_warm(uri, offset)
+
+    def _warm(self, uri: str, offset: int | None, activity: int, rest: int) -> None:
+        """Read ahead at ``offset`` of ``uri`` unless an edit or a request came since ``activity``, or a cursor came
+        to rest since ``rest``."""
         script = document_script(self.workspace(), uri)
         busy = self.in_flight or self.growing or self.loading.active
-        if activity != self._activity or busy or not self.session.ready or script is None:
+        if activity != self._activity or rest != self._rests or busy or not self.session.ready or script is None:
             return
         source = script.text
         cut = script.start + (len(script.cell) if offset is None else min(offset, len(script.cell)))
         options = self.settings().options
 
         def cancelled() -> bool:
-            return self._activity != activity
+            return self._activity != activity or rest != self._rests
 
         def work() -> None:
             if cancelled():

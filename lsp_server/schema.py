@@ -175,8 +175,8 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting(
         "warmCache", "boolean", True,
-        "While the model is idle, read the text at your last edit into its cache, so the next suggestion comes "
-        "sooner, and prepare the next line's suggestion after one that ends its line.",
+        "While the model is idle, read the text at your last edit, or where you put the cursor, into its cache, "
+        "so the next suggestion comes sooner, and prepare the next line's suggestion after one that ends its line.",
         off=False,
     ),
     Setting(

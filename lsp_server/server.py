@@ -35,7 +35,9 @@ from cpc.session import CompletionSession, ModelError
 from lsp_server import logs
 from lsp_server.cursor import Cursor
 from lsp_server.documents import edit_end, use_lsp_documents
-from lsp_server.extensions import DOCUMENT_TEXT, GROWTH_CAPABILITY, STATUS, SUGGESTION_READY, declares_growth
+from lsp_server.extensions import (
+    CURSOR_REST, DOCUMENT_TEXT, GROWTH_CAPABILITY, STATUS, SUGGESTION_READY, declares_growth,
+)
 from lsp_server.reading import CorpusFeeder
 from lsp_server.progress import ProgressBar
 from lsp_server.protocol import CheckedLanguageServer
@@ -264,6 +266,19 @@ def did_change(ls: CPCServer, params: types.DidChangeTextDocumentParams) -> None
     ls.requests.schedule_warm(uri, edit_end(ls.workspace, uri, params.content_changes))
 
 
+def cursor_rest(ls: CPCServer, params: Any) -> None:
+    try:
+        uri, position = params.textDocument.uri, types.Position(params.position.line, params.position.character)
+    except (AttributeError, TypeError, ValueError) as error:
+        log.warning("%s ignored: it takes {\"textDocument\": {\"uri\"}, \"position\"} (%s)", CURSOR_REST, error)
+        return
+    document = ls.workspace.text_documents.get(uri)
+    if document is None:
+        log.warning("%s ignored: %r is no open document", CURSOR_REST, uri)
+        return
+    ls.requests.rest_at(uri, document.offset_at_position(position))
+
+
 def did_close(ls: CPCServer, params: types.DidCloseTextDocumentParams) -> None:
     forget(ls, params.text_document.uri)
     ls.feeder.files_changed([params.text_document.uri])  # what is on disk now, saved or not, is the file
@@ -361,6 +376,7 @@ HANDLERS = (
     (types.TEXT_DOCUMENT_DID_OPEN, None, did_open),
     (types.TEXT_DOCUMENT_DID_CHANGE, None, did_change),
     (types.TEXT_DOCUMENT_DID_CLOSE, None, did_close),
+    (CURSOR_REST, None, cursor_rest),
     (types.NOTEBOOK_DOCUMENT_DID_OPEN, None, did_open_notebook),
     (types.NOTEBOOK_DOCUMENT_DID_CHANGE, None, did_change_notebook),
     (types.NOTEBOOK_DOCUMENT_DID_CLOSE, None, did_close_notebook),

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from cpc.engine import Engine
 from harness.bench.quality import CONTEXT_CHARS, Case, _kind
-from harness.bench.sources import random_lines
+from harness.bench.sources import cases_from_lines
 
 APPENDED = re.compile(r"(?<=[A-Za-z0-9_])[^\w\s]\S*(?=[ \t]+\S)")
 """A run that follows a word, starts with a symbol, and has blanks and more of its line after it."""
@@ -35,17 +35,14 @@ def draw_appended_cases(engine: Engine, files: list[Path], count: int, seed: int
     line after the run, its ``line_rest`` the rest of the file's line, its ``kind`` whether the model's tokens of
     the line have a boundary at the cursor.
     """
-    rng = random.Random(seed)
-    cases: list[Case] = []
-    for path, lines, number in random_lines(files, rng, count * 400):
-        if len(cases) == count:
-            return cases
+    def case_at(rng: random.Random, path: Path, lines: list[str], number: int) -> Case | None:
         line = lines[number].rstrip()
         runs = list(APPENDED.finditer(line))
         if len(line) > MAX_LINE_CHARS or _COMMENT_LINE.search(line) or not runs:
-            continue
+            return None
         run = rng.choice(runs)
         before = "\n".join(lines[:number] + [line[: run.start()]])
-        cases.append(Case(str(path), before[-CONTEXT_CHARS:], "", line[run.start() :], _kind(engine, line, run.start()),
-                          before[: len(before) - run.start()], suffix=line[run.end() :]))
-    raise ValueError(f"found only {len(cases)} of {count} cursors before appended text: use more files")
+        return Case(str(path), before[-CONTEXT_CHARS:], "", line[run.start() :], _kind(engine, line, run.start()),
+                    before[: len(before) - run.start()], suffix=line[run.end() :])
+
+    return cases_from_lines(files, count, seed, case_at, "cursors before appended text")

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from cpc.engine import Engine
 from harness.bench.quality import CONTEXT_CHARS, Case, _kind
-from harness.bench.sources import random_lines
+from harness.bench.sources import cases_from_lines
 
 BRACKETS = {"(": ")", "[": "]", "{": "}"}
 QUOTES = "\"'`"
@@ -63,23 +63,18 @@ def draw_closers_cases(engine: Engine, files: list[Path], count: int, seed: int)
     its ``line_rest`` the rest of the file's line, its ``kind`` whether the model's tokens of the line have a
     boundary at the cursor.
     """
-    rng = random.Random(seed)
-    cases: list[Case] = []
-    for path, lines, number in random_lines(files, rng, count * 400):
-        if len(cases) == count:
-            return cases
+    def case_at(rng: random.Random, path: Path, lines: list[str], number: int) -> Case | None:
         line = lines[number].rstrip()
         indent = len(line) - len(line.lstrip())
         if len(line) - indent < 4 or _SKIPPED.search(line):
-            continue
+            return None
         column = rng.randrange(indent + 1, len(line))
         closers = auto_closed(line[:column])
         if not closers:
-            continue
+            return None
         before = "\n".join(lines[:number] + [line[:column]])
-        prefix = before[-CONTEXT_CHARS:]
         rest = line[column:]
-        kind = _kind(engine, line, column)
-        cases.append(Case(str(path), prefix, _WORD_AFTER.match(rest).group(), rest, kind,
-                          before[: len(before) - column], suffix=closers))
-    raise ValueError(f"found only {len(cases)} of {count} cursors with closers: use more files")
+        return Case(str(path), before[-CONTEXT_CHARS:], _WORD_AFTER.match(rest).group(), rest,
+                    _kind(engine, line, column), before[: len(before) - column], suffix=closers)
+
+    return cases_from_lines(files, count, seed, case_at, "cursors with closers")

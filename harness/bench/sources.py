@@ -28,13 +28,16 @@ import shutil
 import subprocess
 import sysconfig
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
+from typing import TypeVar
 
 STDLIB = "<stdlib>"
 """Stands for this interpreter's standard library in a file or directory glob."""
+T = TypeVar("T")
+
 MAX_FILE_BYTES = 256_000
 """Larger files are left out of a directory (generated tables, bundles)."""
 MAX_DIRECTORY_BYTES = 1_000_000
@@ -65,6 +68,26 @@ def random_lines(files: list[Path], rng: random.Random, tries: int) -> Iterator[
         if path not in texts:
             texts[path] = path.read_text(encoding="utf-8", errors="replace").split("\n")
         yield path, texts[path], rng.randrange(len(texts[path]))
+
+
+def cases_from_lines(files: list[Path], count: int, seed: int, case_at: Callable[[random.Random, Path, list[str], int], T | None],
+                     what: str) -> list[T]:
+    """``count`` cases that ``case_at`` makes of lines drawn at random (`random_lines`, up to 400 a case): it gets
+    the random generator, the file, its lines and the line's index, and gives None for a line it leaves out.
+
+    >>> lines = cases_from_lines([Path(__file__)], 3, 1, lambda rng, path, lines, number: lines[number] or None, "lines")
+    >>> len(lines), all(lines)
+    (3, True)
+    """
+    rng = random.Random(seed)
+    cases: list[T] = []
+    for path, lines, number in random_lines(files, rng, count * 400):
+        if len(cases) == count:
+            return cases
+        case = case_at(rng, path, lines, number)
+        if case is not None:
+            cases.append(case)
+    raise ValueError(f"found only {len(cases)} of {count} {what}: use more files")
 
 
 def stdlib_dir() -> str:

@@ -192,7 +192,7 @@ def test_neovim_accepts_an_inline_completion_inside_a_word(tmp_path):
     assert asked and loaded and asked[0] < loaded[0], f"the first request came after the model was ready\n{diagnostics()}"
     assert any("loading the model" in line for line in report["status_while_typing"]), diagnostics()
     assert "cpc: ready, model" in report["status_after"], diagnostics()
-    assert re.search(r"from the cache\); workspace: [\w ]+, \d+ files", report["status_after"]), diagnostics()
+    assert re.search(r"from the cache\); \d+ windows read ahead; workspace: [\w ]+, \d+ files", report["status_after"]), diagnostics()
     print(f"completed {TYPED!r} to {identifier!r} (the file had 'width'); line: {line!r}; "
           f"{len(asked)} requests, the first {loaded[0] - asked[0]} ms before the model was ready; "
           f"{report['elapsed_ms']} ms in Neovim")
@@ -250,7 +250,8 @@ INSIDE_A_WORD = ("        if self.", "wi", "th <= 0:")
 def test_neovim_completes_a_word_typed_in_its_middle_up_to_the_rest_of_it(tmp_path):
     """Keys typed in the middle of a word (``self.wi|th``): the ghost text shows between them and the rest of the
     word, and it is only what joins the two (``d``), never the rest of the line written again; Tab puts it in
-    there, and the line is whole."""
+    there, and the line is whole. The cursor put there is told to the server (``cpc/cursorRest``) before the
+    first key."""
     kept, typed, after = INSIDE_A_WORD
     document, original, index = make_document(tmp_path)
     original[index] = kept + after
@@ -260,6 +261,11 @@ def test_neovim_completes_a_word_typed_in_its_middle_up_to_the_rest_of_it(tmp_pa
     env = {**driver_env(tmp_path, document, index, server_log, out, typed=typed), "CPC_TEST_COL": str(len(kept))}
     report, diagnostics = run_driver(env, tmp_path, server_log, out)
     assert report["line_typed"] == kept + typed + after, diagnostics()
+    # the cursor put there, and insert mode entered, told the server where it rests before the first key
+    notes = [e["data"] for e in report["events"] if e["kind"] == "LspNotify"]
+    first_key = next(n for n, note in enumerate(notes) if note["method"] == "textDocument/didChange")
+    assert {"line": index, "character": len(kept)} in [
+        note["params"]["position"] for note in notes[:first_key] if note["method"] == "cpc/cursorRest"], diagnostics()
     ghost = report["ghost_history"][0]["text"]
     assert ghost and re.fullmatch(r"\w+", ghost), f"the ghost text is not the missing part of the word: {ghost!r}\n{diagnostics()}"
     saved = document.read_text().split("\n")

@@ -483,12 +483,19 @@ def test_the_status_item_says_when_the_model_is_ready(vscode: VSCode):
     assert "model" in tooltip, tooltip
 
 
-def test_a_suggestion_in_the_middle_of_a_line_keeps_the_text_after_the_cursor(vscode: VSCode):
-    _, before, after, typed = MID_LINE
+def type_inside_and_accept(vscode: VSCode, case: tuple[str, str, str, str]) -> tuple[int, str, str]:
+    """Type a `MID_LINE`-shaped ``case`` (its line, the text before the cursor, after it, the keys) where it is,
+    wait for the ghost text and accept it: the line's index, the ghost text, and the line saved."""
+    _, before, after, typed = case
     index = vscode.original.index(before + after)
     type_at(vscode, index, len(before), typed)
     ghost = wait_for_ghost_text(vscode)
-    line = accept_and_save(vscode, index)
+    return index, ghost, accept_and_save(vscode, index)
+
+
+def test_a_suggestion_in_the_middle_of_a_line_keeps_the_text_after_the_cursor(vscode: VSCode):
+    _, before, after, typed = MID_LINE
+    index, ghost, line = type_inside_and_accept(vscode, MID_LINE)
     identifier = identifier_after(line, len(before))
     assert line.startswith(before + typed) and len(identifier) > len(typed), f"not completed: {line!r} (ghost {ghost!r})"
     names = set(re.findall(r"\w+", "\n".join(vscode.original)))
@@ -500,10 +507,7 @@ def test_a_suggestion_in_the_middle_of_a_line_keeps_the_text_after_the_cursor(vs
 
 def test_keys_typed_in_the_middle_of_a_word_are_joined_to_the_rest_of_it(vscode: VSCode):
     _, before, after, typed = INSIDE_A_WORD
-    index = vscode.original.index(before + after)
-    type_at(vscode, index, len(before), typed)
-    ghost = wait_for_ghost_text(vscode)
-    line = accept_and_save(vscode, index)
+    index, ghost, line = type_inside_and_accept(vscode, INSIDE_A_WORD)
     # only what joins the keys to the rest of the word, not the rest of the line written again
     joined = line[len(before + typed):len(line) - len(after)]
     assert line.startswith(before + typed) and line.endswith(after) and re.fullmatch(r"\w+", joined), (
@@ -614,6 +618,30 @@ def answered_since(vscode: VSCode, before: tuple[int, int], timeout_s: float = 1
     while (now := answered(vscode)) == before and time.monotonic() < deadline:
         time.sleep(0.5)
     return now
+
+
+def read_ahead(vscode: VSCode) -> int:
+    """The prompt windows the server has read ahead, by **CPC: Show Status** (the last report in the log)."""
+    palette(vscode.page, ">CPC: Show Status", row="CPC: Show Status")
+    panel = vscode.page.locator(".part.panel .monaco-editor .view-lines").first
+    deadline = time.monotonic() + 15
+    while not (found := re.findall(r"(\d+)\s+windows\s+read\s+ahead", panel.inner_text())):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"no status report in the log\n{vscode.diagnostics()}")
+        time.sleep(0.1)
+    return int(found[-1])
+
+
+def test_the_cursor_put_somewhere_has_the_server_read_ahead_there(vscode: VSCode):
+    """A jump to a line (Ctrl+G), with no key typed: the extension tells the server where the cursor rests
+    (``cpc/cursorRest``), and the server reads the prompt window there while the user looks."""
+    wait_for_status(vscode, "CPC: ready", SUGGESTION_TIMEOUT_MS / 1000)
+    before = read_ahead(vscode)
+    type_at(vscode, vscode.original.index("    def _wrap_chunks(self, chunks):") + 2, 8, "")
+    deadline = time.monotonic() + 20
+    while (now := read_ahead(vscode)) == before and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert now > before, f"nothing read ahead where the cursor was put\n{vscode.diagnostics()}"
 
 
 def test_a_suggestion_takes_in_the_quote_the_editor_closed(vscode: VSCode):

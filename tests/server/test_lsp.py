@@ -14,6 +14,7 @@ from lsprotocol import types
 from pytest_lsp import LanguageClient, client_capabilities
 
 from lsp_server.requests import ALTERNATIVES, RELEASE_IDLE_S
+from lsp_server.extensions import CURSOR_REST
 from lsp_server.server import GROWTH_CAPABILITY, STATUS, SUGGESTION_READY
 from tests.support.editor_client import editor_config
 from tests.support.lsp_status import status, wait_for_status
@@ -591,17 +592,23 @@ async def test_a_client_that_does_not_ask_again_gets_the_whole_line_however_long
         await client.stop()
 
 
+def cold_windows_cut(client: LanguageClient) -> tuple[int, int, int]:
+    """Settings that cut every window not in the KV cache (``promptBudgetMs`` 1) and read ahead (``warmCache``),
+    and a cursor far into textwrap.py, after ``if self.wid``: its offset, line and character."""
+    client.workspace_did_change_configuration(
+        types.DidChangeConfigurationParams(settings={"cpc": {**SETTINGS, "promptBudgetMs": 1, "warmCache": True}})
+    )
+    cursor = TEXTWRAP.index("        if self.width <= 0:") + len("        if self.wid")
+    before = TEXTWRAP[:cursor]
+    return cursor, before.count("\n"), len(before.rpartition("\n")[2])
+
+
 async def test_a_cold_request_is_answered_from_a_cut_window_then_from_the_whole_one(client: LanguageClient):
     """``promptBudgetMs``: a request far into a new file reads the text just before the cursor; its answer is
     followed by the whole window's, which the suggestion cache then serves, and the next request there reads
     the whole window from the KV cache. A file just opened is read ahead at its end."""
-    client.workspace_did_change_configuration(
-        types.DidChangeConfigurationParams(settings={"cpc": {**SETTINGS, "promptBudgetMs": 1, "warmCache": True}})
-    )
+    cursor, line, character = cold_windows_cut(client)
     uri = "file:///warm/textwrap.py"
-    cursor = TEXTWRAP.index("        if self.width <= 0:") + len("        if self.wid")
-    before = TEXTWRAP[:cursor]
-    line, character = before.count("\n"), len(before.rpartition("\n")[2])
     try:
         open_document(client, uri, TEXTWRAP[:cursor] + "\n" + TEXTWRAP[cursor:])
         start = await status(client)
@@ -620,6 +627,29 @@ async def test_a_cold_request_is_answered_from_a_cut_window_then_from_the_whole_
         opened = await status(client)
         open_document(client, "file:///warm/opened.py", TEXTWRAP)
         await wait_for_status(client, lambda s: s.warmed > opened.warmed, "reading a new file's end ahead")
+    finally:
+        client.workspace_did_change_configuration(types.DidChangeConfigurationParams(settings={"cpc": SETTINGS}))
+
+
+async def test_a_cursor_come_to_rest_is_read_ahead_there(client: LanguageClient):
+    """``cpc/cursorRest``: the editor's cursor put somewhere far from a new file's end (a click, a jump) has the
+    window there read ahead instead of the end's, so that the first key there reads no cut window; a rest the
+    server cannot place is ignored, and the server goes on serving."""
+    cursor, line, character = cold_windows_cut(client)
+    uri = "file:///rest/textwrap.py"
+    try:
+        start = await status(client)
+        open_document(client, uri, TEXTWRAP[:cursor] + "\n" + TEXTWRAP[cursor:])  # the rest of the word on a line of its own
+        client.protocol.notify(CURSOR_REST, {"textDocument": {"uri": uri}, "position": {"line": line, "character": character}})
+        read = await wait_for_status(client, lambda s: s.warmed > start.warmed, "reading ahead where the cursor rests")
+        assert (await inline(client, uri, line, character)).items
+        answered = await wait_for_status(client, lambda s: s.from_model > read.from_model, "the answer")
+        assert answered.cut_short == start.cut_short, "the first key where the cursor rested read a cut window"
+        assert answered.warmed == start.warmed + 1, "the new file's end was read too, after the cursor rested elsewhere"
+        for bad in ({"position": 3}, {"textDocument": {"uri": "file:///rest/not-open.py"}, "position": {"line": 0, "character": 0}},
+                    {"textDocument": {"uri": uri}, "position": {"line": -1, "character": 0}}):
+            client.protocol.notify(CURSOR_REST, bad)
+        assert (await status(client)).state == "ready"
     finally:
         client.workspace_did_change_configuration(types.DidChangeConfigurationParams(settings={"cpc": SETTINGS}))
 

@@ -331,9 +331,10 @@ function M.describe(status)
   elseif state == 'ready' then
     local where = type(status.placement) == 'table' and status.placement.text or nil
     local workspace = type(status.workspace) == 'table' and status.workspace or {}
-    return ('cpc: ready, model %s%s; %d requests (%d from the model, %d from the cache); workspace: %s, %d files%s'):format(
+    return ('cpc: ready, model %s%s; %d requests (%d from the model, %d from the cache); %d windows read ahead; '
+      .. 'workspace: %s, %d files%s'):format(
       status.model or '?', where and (' on ' .. where) or '', status.requests or 0, status.from_model or 0,
-      status.from_cache or 0, workspace.state or '?', workspace.files or 0,
+      status.from_cache or 0, status.warmed or 0, workspace.state or '?', workspace.files or 0,
       (workspace.reread or 0) > 0 and (', %d read again since'):format(workspace.reread) or '')
   elseif state == 'loading' then
     return 'cpc: loading the model; suggestions asked for meanwhile come when it is ready'
@@ -383,6 +384,21 @@ function M.on_suggestion_ready(_, params, ctx)
   if completor and completor.request then
     completor:request(vim.lsp.protocol.InlineCompletionTriggerKind.Automatic)
   end
+end
+
+--- Tells the cpc client of buffer `bufnr` where the cursor came to rest
+--- (`cpc/cursorRest`): the server reads the prompt window there while the user
+--- looks, so that the first key typed there does not wait for it. Sent when the
+--- cursor moves in normal mode and when insert mode is entered; typing moves it
+--- with an edit, which says where it is.
+---@param bufnr integer
+function M.tell_rest(bufnr)
+  local client = vim.lsp.get_clients({ bufnr = bufnr, name = 'cpc' })[1]
+  if not client or not client.initialized or bufnr ~= vim.api.nvim_get_current_buf() then
+    return
+  end
+  local params = vim.lsp.util.make_position_params(0, client.offset_encoding)
+  client:notify('cpc/cursorRest', { textDocument = params.textDocument, position = params.position })
 end
 
 --- The client capabilities beyond Neovim's own: the server answers a slow
@@ -534,6 +550,16 @@ function M.setup(opts)
   if editor.enable then
     vim.lsp.enable('cpc')
     vim.lsp.inline_completion.enable()
+    vim.api.nvim_create_autocmd({ 'CursorMoved', 'InsertEnter' }, {
+      group = vim.api.nvim_create_augroup('cpc_cursor_rest', { clear = true }),
+      desc = 'cpc: tell the server where the cursor rests',
+      -- scheduled: on InsertEnter the cursor is not yet where `a` or `A` puts it
+      callback = function(args)
+        vim.schedule(function()
+          M.tell_rest(args.buf)
+        end)
+      end,
+    })
   end
   set_keymaps(editor.keymaps)
   if editor.progress then

@@ -22,6 +22,7 @@ import {
     STATUS_METHOD, ServerReport, StatusView, isServerStatus, notRunningView, offView, statusReport, statusView,
 } from './status';
 import { EditorPlace, SHOW_GROWN_COMMAND, SUGGESTION_READY_METHOD, declareGrowth, isForPlace, isSuggestionReady } from './grow';
+import { CURSOR_REST_METHOD, restAfter } from './rest';
 
 let client: LanguageClient | undefined;
 /**
@@ -214,6 +215,23 @@ function editorPlace(languageClient: LanguageClient): EditorPlace | undefined {
     };
 }
 
+/** Tells the server where the cursor came to rest (`restAfter`), in a document it serves where suggestions are on. */
+function tellRest(event: vscode.TextEditorSelectionChangeEvent): void {
+    const started = client;
+    const document = event.textEditor.document;
+    const selection = event.selections[0];
+    if (!started?.isRunning() || !selection || vscode.languages.match(documentSelector(), document) === 0
+        || !suggestionsOn(enabled(), document.languageId)) {
+        return;
+    }
+    const rest = restAfter(event.kind as 1 | 2 | 3 | undefined, selection.isEmpty,
+        started.code2ProtocolConverter.asUri(document.uri), selection.active);
+    if (rest) {
+        started.sendNotification(CURSOR_REST_METHOD, rest).then(undefined, (error: unknown) =>
+            output?.debug(`Telling the server where the cursor rests failed: ${String(error)}`));
+    }
+}
+
 async function stopClient(): Promise<void> {
     const old = client;
     client = undefined;
@@ -297,6 +315,7 @@ export function activate(context: vscode.ExtensionContext): void {
                 : toggleSuggestions(language);
         }),
         vscode.window.onDidChangeActiveTextEditor(() => showStatus()),
+        vscode.window.onDidChangeTextEditorSelection(tellRest),
         vscode.commands.registerCommand('cpc.restartServer', restart),
         vscode.commands.registerCommand('cpc.showLog', () => output?.show(true)),
         vscode.commands.registerCommand('cpc.showStatus', showServerStatus),

@@ -91,6 +91,8 @@ export interface ServerReport extends ServerStatus {
     requests?: number;
     from_model?: number;
     from_cache?: number;
+    /** Prompt windows read ahead while the editor was quiet (a file opened, an edit, the cursor come to rest). */
+    warmed?: number;
     workspace?: {
         state?: string;
         files?: number;
@@ -109,7 +111,7 @@ export function statusReport(status: ServerReport): string[] {
     const lines = [statusView(status).tooltip.replace(` ${CLICK}`, '')];
     if (status.state === 'ready') {
         lines.push(`${count(status.requests)} requests: ${count(status.from_model)} from the model, ${
-            count(status.from_cache)} from the cache`);
+            count(status.from_cache)} from the cache; ${count(status.warmed)} windows read ahead`);
     }
     const workspace = status.workspace;
     if (workspace) {

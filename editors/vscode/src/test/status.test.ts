@@ -42,12 +42,12 @@ describe('status views', () => {
 
     it('reports the state, the requests and the workspace, a line each', () => {
         const report = statusReport({
-            state: 'ready', model: 'gemma', requests: 12, from_model: 5, from_cache: 7,
+            state: 'ready', model: 'gemma', requests: 12, from_model: 5, from_cache: 7, warmed: 3,
             workspace: { state: 'ready', files: 3, bytes: 2048, documents: 2, reread: 1 },
         });
         assert.deepEqual(report, [
             'cpc-lsp is ready: model gemma.',
-            '12 requests: 5 from the model, 7 from the cache',
+            '12 requests: 5 from the model, 7 from the cache; 3 windows read ahead',
             'workspace: ready; 3 files (2048 bytes), 1 read again since; 2 open documents',
         ]);
         assert.deepEqual(statusReport({ state: 'loading' }), [
