@@ -22,7 +22,7 @@ import {
     STATUS_METHOD, ServerReport, StatusView, isServerStatus, notRunningView, offView, statusReport, statusView,
 } from './status';
 import { EditorPlace, SHOW_GROWN_COMMAND, SUGGESTION_READY_METHOD, declareGrowth, isForPlace, isSuggestionReady } from './grow';
-import { CURSOR_REST_METHOD, restAfter } from './rest';
+import { CURSOR_REST_METHOD, CursorRests } from './rest';
 
 let client: LanguageClient | undefined;
 /**
@@ -41,6 +41,8 @@ let serverView: StatusView = statusView({ state: 'starting' });
 let pending: Promise<void> = Promise.resolve();
 /** VS Code's secret storage: the model server's key (**CPC: Set Remote API Key**). */
 let secrets: vscode.SecretStorage | undefined;
+/** Which selection changes put the cursor somewhere (`tellRest`). */
+const rests = new CursorRests();
 
 function pathContext(): PathContext {
     return { home: os.homedir(), workspaceFolder: vscode.workspace.workspaceFolders?.[0]?.uri.fsPath };
@@ -224,8 +226,10 @@ function tellRest(event: vscode.TextEditorSelectionChangeEvent): void {
         || !suggestionsOn(enabled(), document.languageId)) {
         return;
     }
-    const rest = restAfter(event.kind as 1 | 2 | 3 | undefined, selection.isEmpty,
-        started.code2ProtocolConverter.asUri(document.uri), selection.active);
+    const rest = rests.after({
+        uri: started.code2ProtocolConverter.asUri(document.uri), version: document.version,
+        kind: event.kind as 1 | 2 | 3 | undefined, empty: selection.isEmpty, position: selection.active,
+    });
     if (rest) {
         started.sendNotification(CURSOR_REST_METHOD, rest).then(undefined, (error: unknown) =>
             output?.debug(`Telling the server where the cursor rests failed: ${String(error)}`));
@@ -316,6 +320,8 @@ export function activate(context: vscode.ExtensionContext): void {
         }),
         vscode.window.onDidChangeActiveTextEditor(() => showStatus()),
         vscode.window.onDidChangeTextEditorSelection(tellRest),
+        vscode.workspace.onDidCloseTextDocument((document) =>
+            rests.forget(client?.code2ProtocolConverter.asUri(document.uri) ?? document.uri.toString())),
         vscode.commands.registerCommand('cpc.restartServer', restart),
         vscode.commands.registerCommand('cpc.showLog', () => output?.show(true)),
         vscode.commands.registerCommand('cpc.showStatus', showServerStatus),

@@ -2,7 +2,8 @@
  * The cursor come to rest: pure logic, no `vscode` import (the unit tests run it with Node alone). When the
  * cursor is put somewhere (a click, an arrow key, a jump to a line or a definition), the extension tells the
  * server (`CURSOR_REST_METHOD`), which reads the prompt window there while the user looks, so that the first
- * key typed there does not wait for it. A cursor moved by typing is no such news: the edit said where it is.
+ * key typed there does not wait for it. A cursor moved by an edit (a key typed, a paste) is no such news: the
+ * edit told the server where it is.
  */
 
 /** The notification: `{ textDocument: { uri }, position }`, the server's `cpc/cursorRest`. */
@@ -16,19 +17,40 @@ export interface CursorRest {
     position: { line: number; character: number };
 }
 
+/** A selection change as `CursorRests.after` reads it: the document, its version, what made it, the cursor. */
+export interface SelectionChange {
+    uri: string;
+    version: number;
+    kind: SelectionChangeKind;
+    empty: boolean;
+    position: { line: number; character: number };
+}
+
 /**
- * The notification for a selection change, or none: none for a selection that is not empty (no cursor to
- * type at) and none for a change that no key, click or command made (text typed or pasted moves the
- * cursor with no kind).
+ * Which selection changes are the cursor put somewhere. Typing can carry the keyboard's kind too, so a
+ * change is an edit's when the document's version moved since the last selection change in it.
  *
  * @example
- * restAfter(2, true, 'file:///a.py', { line: 3, character: 4 }); // { textDocument: { uri: 'file:///a.py' }, position: { line: 3, character: 4 } }
- * restAfter(undefined, true, 'file:///a.py', { line: 3, character: 5 }); // undefined: a key typed
+ * const rests = new CursorRests();
+ * rests.after({ uri: 'file:///a.py', version: 1, kind: 2, empty: true, position: { line: 3, character: 4 } }); // told
+ * rests.after({ uri: 'file:///a.py', version: 2, kind: 1, empty: true, position: { line: 3, character: 5 } }); // undefined: a key typed
  */
-export function restAfter(kind: SelectionChangeKind, empty: boolean, uri: string,
-    position: { line: number; character: number }): CursorRest | undefined {
-    if (kind === undefined || !empty) {
-        return undefined;
+export class CursorRests {
+    private readonly versions = new Map<string, number>();
+
+    /** The notification for ``change``, or none: none for a selection that is not empty (no cursor to type at),
+     * for a change no key, click or command made, and for the cursor moved by an edit. */
+    after(change: SelectionChange): CursorRest | undefined {
+        const seen = this.versions.get(change.uri);
+        this.versions.set(change.uri, change.version);
+        if (change.kind === undefined || !change.empty || (seen !== undefined && seen !== change.version)) {
+            return undefined;
+        }
+        return { textDocument: { uri: change.uri }, position: { line: change.position.line, character: change.position.character } };
     }
-    return { textDocument: { uri }, position: { line: position.line, character: position.character } };
+
+    /** A document closed: nothing of it is kept. */
+    forget(uri: string): void {
+        this.versions.delete(uri);
+    }
 }
