@@ -217,7 +217,7 @@ function editorPlace(languageClient: LanguageClient): EditorPlace | undefined {
     };
 }
 
-/** Tells the server where the cursor came to rest (`restAfter`), in a document it serves where suggestions are on. */
+/** Tells the server where the cursor came to rest (`CursorRests.after`), in a document it serves where suggestions are on. */
 function tellRest(event: vscode.TextEditorSelectionChangeEvent): void {
     const started = client;
     const document = event.textEditor.document;
