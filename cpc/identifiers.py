@@ -27,10 +27,13 @@ against the bonus of a rare ``ok``, and won.
 The penalty is for uses. Where a word starts (`cpc.syntax.Place.role`)
 decides how it is judged: a use, as above; the first word of a statement
 (``result = []``, or ``print(...)``) when it ends: it pays the penalty
-unless an assignment follows it (``=``, ``+=``, ``:``, ``,``), since then it
-is a new name; a definition (``def xor(i, j)``, ``for idx, elem in``,
-``as f``...) and prose (comments and strings) are not judged at all: their
-words are new, or not names. The known names include the language's own
+unless an assignment follows it (``=``, ``+=``, ``:``, ``:=``, ``,``), since
+then it is a new name; a definition (``def xor(i, j)``, ``for idx, elem in``,
+``as f``, ``int count``, ``func (s *Server) Get(ctx``...) never pays: its
+word is new. It still earns on the way to a known name, as a statement's
+first word does: the function that other files of the project call, defined
+here, or the project's own name for a parameter (``ctx``, ``buf``). Prose
+(comments and strings) is not judged at all: its words are not names. The known names include the language's own
 (`language_names`: keywords, builtins, the members of builtin types), which
 a file uses without defining them.
 
@@ -99,9 +102,9 @@ NAME = re.compile(rb"[A-Za-z_$\x80-\xff]*[A-Za-z$\x80-\xff][A-Za-z0-9_$\x80-\xff
 A run of underscores alone (a ``# ______`` rule in a comment) is no name: as one, it led the decoder
 to spell ``___________________________`` after a typed ``__``."""
 
-_ASSIGNMENT = re.compile(rb"\s*(?:=(?!=)|(?:[-+*/%&|^@]|//|\*\*|>>|<<)=|:(?!=)|,|\Z)")
-"""What follows a name being assigned: ``=`` (not ``==``), an augmented assignment, an annotation's ``:``,
-another target's ``,``; or nothing yet."""
+_ASSIGNMENT = re.compile(rb"\s*(?:=(?!=)|(?:[-+*/%&|^@]|//|\*\*|>>|<<)=|:|,|\Z)")
+"""What follows a name being assigned: ``=`` (not ``==``), an augmented assignment, an annotation's ``:``, a
+declaration's ``:=`` (Go, Python's walrus), another target's ``,``; or nothing yet."""
 
 _WORD_CHARACTERS = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_$" + bytes(range(0x80, 0x100))
 """The bytes of identifiers, as `bytes.strip` takes them (a scan in C, not a loop over bytes)."""
@@ -326,7 +329,7 @@ class _Prefix:
 
 State = tuple[bytes | None, float, str, Place]
 """(identifier bytes so far, or None when they lead to no known name or are not judged; bonus earned by them so
-far; how the word is judged: `USE`, `START`, `DUE` or nothing; where the text is)."""
+far; how the word is judged: `USE`, `START`, `DEFINE`, `DUE` or nothing; where the text is)."""
 
 DUE = "due"
 """A statement's first word that left every name: the penalty is due when it ends, unless an assignment follows."""
@@ -395,6 +398,8 @@ class IdentifierModel:
             return self._fresh if place.role() == USE else self._free
         if judged == USE:
             leaving = np.float32(-earned - self.penalty)
+        elif judged == DEFINE:  # a new name: leaving the known ones gives back what it earned, no more
+            leaving = np.float32(-earned)
         else:  # a statement's first word: the penalty only where a token ends it with no assignment after it
             leaving = self._unless_assigned - np.float32(earned)
         prefix = self._prefix(word)
@@ -436,7 +441,7 @@ class IdentifierModel:
                 return gain, (longer, earned + gain, judged, after)
             if judged == USE:
                 return -earned - self.penalty, (None, 0.0, "", after)
-            return -earned, (None, 0.0, DUE, after)
+            return -earned, (None, 0.0, "" if judged == DEFINE else DUE, after)
         score = 0.0
         unless_assigned = 0.0 if _ASSIGNMENT.match(piece, lead) else self.penalty
         if word:  # a word this token starts and ends earned nothing, and gives nothing back
@@ -446,7 +451,7 @@ class IdentifierModel:
             elif self._is_name(finished):
                 score -= earned
             else:
-                score -= earned + (self.penalty if judged == USE else unless_assigned)
+                score -= earned + (self.penalty if judged == USE else 0.0 if judged == DEFINE else unless_assigned)
         elif word is None and judged == DUE:
             score -= unless_assigned
         trail = trailing_word(piece)
@@ -457,14 +462,15 @@ class IdentifierModel:
 
     def _opened(self, word: bytes, role: str, place: Place) -> tuple[float, State]:
         """A word started in ``role``. A use is free when it leads to a name and pays the penalty when it leads
-        nowhere; a statement's first word that leads nowhere owes it (`DUE`); a definition and prose are not judged."""
-        if role in (DEFINE, PROSE):
+        nowhere; a statement's first word that leads nowhere owes it (`DUE`); a definition that leads nowhere is
+        the user's new name, free; prose is not judged."""
+        if role == PROSE:
             return 0.0, (None, 0.0, "", place)
         if self._leads_to_name(word):
             return 0.0, (word, 0.0, role, place)
         if role == USE:
             return -self.penalty, (None, 0.0, "", place)
-        return 0.0, (None, 0.0, DUE, place)
+        return 0.0, (None, 0.0, "" if role == DEFINE else DUE, place)
 
     def _names_starting(self, prefix: bytes) -> Iterable[bytes]:
         names = self.sorted

@@ -7,10 +7,15 @@ is a slip, ``outputStream`` an invention) and wrong elsewhere:
 - in prose, a comment or a string, words are not names at all;
 - a definition brings a new name in: ``def xor(i, j)``, ``for idx, elem in``,
   ``as f``, ``lambda x``, ``let``/``const``/``var``, ``function f(a, b)``,
-  ``catch (e)`` (an imported name is not one: it names what another module
-  defines);
+  ``catch (e)``; Go's, Rust's, Kotlin's and Swift's ``func``/``fn``/``fun``
+  and their parameters' names (``fn area(width: u32, ``), a Rust closure's
+  ``|x|``; in the languages that write a type before the name (C, C++, Java,
+  C#, Dart: `TYPES_FIRST`), the name after a declaration's type
+  (``int count``, ``const char *name``, ``List<String> names``, a
+  parameter's ``(int width, ``). An imported name is not one: it names
+  what another module defines;
 - the first word of a statement may be a new name (``result = []``,
-  ``self.total = 0``) as well as a use (``print(...)``).
+  ``self.total = 0``, Go's ``n := 0``) as well as a use (``print(...)``).
 
 `Place` follows the text as it is written: which string or comment it is
 inside (opened and closed as the bytes come, escapes and all), and the
@@ -22,12 +27,16 @@ current line. `Place.role` reads the role of a word that starts there:
     ['prose', 'prose', 'prose', 'start']
     >>> Place.of(b"const { a, ", C_LIKE).role(), Place.of(b"x = y // a ", C_LIKE).role()
     ('define', 'prose')
+    >>> [Place.of(text, TYPES_FIRST).role() for text in (b"    int ", b"    return ", b"void f(const char *", b"    if (")]
+    ['define', 'use', 'define', 'use']
+    >>> [Place.of(text, C_LIKE).role() for text in (b"func (s *Server) ", b"fn area(width: u32, ", b"    n := f(a, ")]
+    ['define', 'define', 'use']
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import PurePosixPath
 
@@ -38,18 +47,34 @@ not a name (in a comment or a string)."""
 MAX_LINE = 512
 """The bytes of the current line a place keeps (its start tells a definition, its end the rest)."""
 
-_DEFINES = re.compile(
-    rb"""
-    (?:^|[^\w.$])(?:def|class|function|let|const|var|as|global|nonlocal|lambda)\s+\Z  # the name after the keyword
+_DEFINES = rb"""
+    (?:^|[^\w.$])(?:def|class|function|let|const|var|val|as|global|nonlocal|lambda|func|fn|fun|type|interface|enum
+       |trait|mod|namespace)\s+\Z                                   # the name after the keyword
     | ^\s*(?:async\s+)?def\s+\w+\s*\((?:[^()]|\([^()]*\))*\Z       # a def's parameters
     | (?:^|[^\w.$])function\b[^(]*\([^)]*\Z                         # a function's parameters
-    | ^\s*(?:async\s+)?for\s+(?:(?!\bin\b)[\w\s,()\[\]*])*\Z       # a for loop's targets, before `in`
+    | (?:^|[^\w.$])(?:func|fn|fun)\s+\w+\s*(?:<[^<>(){}]*>|\[[^\[\](){}]*\])?\s*\((?:[^(){}]*,)?\s*(?:mut\s+|&\s*(?:mut\s+)?)?\Z
+                                                                    # a parameter's name (Go, Rust, Kotlin, Swift)
+    | (?:^|[^\w.$])func\s*\((?:\s*|[^()]*\)\s*|[^()]*\)\s*\w+\s*\((?:[^(){}]*,)?\s*)\Z
+                                                                    # Go: a method's receiver, name, parameters
+    | ^\s*(?:async\s+)?for\s+(?:(?!\b(?:in|of)\b)[\w\s,()\[\]*])*\Z  # a for loop's targets, before `in`/`of`
     | (?:^|[^\w.$])lambda\s+[\w\s,=*]*\Z                            # a lambda's parameters
-    | (?:^|[^\w.$])(?:let|const|var)\s+[\w\s,{}\[\]:]*\Z            # declared names, destructuring too
+    | (?:^|[^\w.$])(?:let|const|var|val)\s+(?:(?!\b(?:in|of)\b)[\w\s,{}\[\]:])*\Z  # declared names, destructuring too
     | (?:^|[^\w.$])catch\s*\(\s*\Z                                  # a caught exception
-    """,
-    re.X,
-)
+    | (?:[=(,]\s*|\bmove\s+)\|[\w\s,&]*\Z                           # a closure's parameters (Rust)
+"""
+_TYPED_DECLARATION = rb"""
+    | (?:^|[;{(,])\s*(?:@\w+(?:\([^()]*\))?\s+)*                    # where a declaration may start, annotated
+      (?:(?:const|static|final|volatile|unsigned|signed|register|extern|inline|struct|enum|union|public|private
+         |protected|internal|readonly|abstract|synchronized|transient|virtual|mutable|constexpr|override|typedef
+         |sealed|partial|unsafe)\s+)*                               # its modifiers
+      (?!(?:return|else|elif|elseif|if|for|foreach|while|do|switch|case|default|goto|break|continue|throw|throws
+         |new|delete|typeof|instanceof|await|yield|export|import|package|using|in|of|is|as|not|and|or|sizeof
+         |try|catch|finally|assert|extends|implements|co_await|co_return|co_yield|struct|enum|union|class
+         |interface|function|let|const|var|typedef|until|then|lock|checked|when)\b)
+      [A-Za-z_$][\w$]*(?:(?:\.|::)[A-Za-z_$][\w$]*)*                # the type
+      \s*(?:<[^;(){}=]*>)?(?:\s*\[\s*\])*                           # its arguments, an array
+      (?:\s+[*&]*|\s*[*&]+\s*)\Z                                    # a blank or a pointer: the name comes next
+"""
 _STARTS = re.compile(
     rb"""
     \s*                                   # a statement's start
@@ -70,32 +95,43 @@ class Syntax:
     """String delimiters, longer first (a triple quote before a single one)."""
     multiline: frozenset[bytes]
     """The delimiters whose strings may span lines (the others end at the line's end)."""
+    types_first: bool = False
+    """A declaration writes its type before the name (``int count``): the word after a type is a new name."""
     openers: re.Pattern = field(init=False, repr=False, compare=False)
+    defines: re.Pattern = field(init=False, repr=False, compare=False)
+    """Where a word is a new name (`DEFINE`): the line up to it matches."""
 
     def __post_init__(self) -> None:
         block = (self.block_comment[0],) if self.block_comment else ()
         found = b"|".join(re.escape(token) for token in (b"\n", self.line_comment, *block, *self.quotes))
         object.__setattr__(self, "openers", re.compile(found))
+        object.__setattr__(self, "defines", re.compile(_DEFINES + (_TYPED_DECLARATION if self.types_first else b""), re.X))
 
     @staticmethod
     def of(name: str | None) -> Syntax:
         """The syntax of a document by its name or URI's extension: `PYTHON` for ``#``-comment languages
-        (and Jupyter notebooks: Python's, R's, Julia's), `C_LIKE` for the others (JavaScript, TypeScript, C,
-        Java, Go, Rust...) and for no extension. A URI's fragment is not its name's (a notebook's cell).
+        (and Jupyter notebooks: Python's, R's, Julia's), `TYPES_FIRST` for C, C++, Java, C# and Dart, `C_LIKE`
+        for the others (JavaScript, TypeScript, Go, Rust...) and for no extension. A URI's fragment is not its
+        name's (a notebook's cell).
 
         >>> Syntax.of("file:///w/a.py") is PYTHON, Syntax.of("file:///w/b.ts") is C_LIKE, Syntax.of(None) is C_LIKE
         (True, True, True)
+        >>> Syntax.of("file:///w/Main.java") is TYPES_FIRST, Syntax.of("file:///w/main.go") is C_LIKE
+        (True, True)
         >>> Syntax.of("vscode-notebook-cell:/w/lab%20notes.ipynb#W2sZmlsZQ%3D%3D") is PYTHON
         True
         """
         suffix = PurePosixPath((name or "").partition("#")[0]).suffix.lower()
-        return PYTHON if suffix in _HASH_COMMENTS else C_LIKE
+        return PYTHON if suffix in _HASH_COMMENTS else TYPES_FIRST if suffix in _TYPES_FIRST else C_LIKE
 
 
 PYTHON = Syntax(b"#", None, (b'"""', b"'''", b'"', b"'"), frozenset({b'"""', b"'''"}))
 """Python, and the other languages with ``#`` comments."""
 C_LIKE = Syntax(b"//", (b"/*", b"*/"), (b"`", b'"', b"'"), frozenset({b"`"}))
 """JavaScript and the languages that comment like C."""
+TYPES_FIRST = replace(C_LIKE, types_first=True)
+"""The languages that comment like C and write a declaration's type before its name."""
+_TYPES_FIRST = frozenset(".c .h .cc .cpp .cxx .c++ .hpp .hh .hxx .ino .java .cs .dart .m .mm .groovy".split())
 _HASH_COMMENTS = frozenset(
     ".py .pyi .pyw .ipynb .sh .bash .zsh .rb .pl .pm .r .yaml .yml .toml .cfg .cmake .jl .ex .exs .nim .tcl .ps1".split()
 )
@@ -161,7 +197,7 @@ class Place:
         """The role of a word that starts here: `PROSE`, `DEFINE`, `START` or `USE`."""
         if self.inside is not None:
             return PROSE
-        if _DEFINES.search(self.line):
+        if self.syntax.defines.search(self.line):
             return DEFINE
         return START if _STARTS.fullmatch(self.line) else USE
 

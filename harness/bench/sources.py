@@ -1,8 +1,9 @@
 """Real code to measure on: source directories of the standard library and npm, their languages, and the names a file can know.
 
 A *source directory* is a standard-library package (``email/``) or the
-``lib/`` of an npm package: its files' texts, which files use which names,
-and the language they are written in. `Language` tells names from comments
+``lib/`` of an npm package (or any directory of Go or Java sources, such
+as Go's own tree or the JDK's ``src.zip`` unpacked): its files' texts,
+which files use which names, and the language they are written in. `Language` tells names from comments
 and strings (approximately: no lexer), and knows the names every file of
 the language may use (keywords and builtins). `imported_names` lists the
 names of the modules a file imports, read as source and never executed.
@@ -147,7 +148,32 @@ JAVASCRIPT = Language(
     JS_KEYWORDS,
     re.compile(r"""(?s)/\*.*?\*/|//[^\n]*|`(?:\\.|[^`\\])*`|"(?:\\.|[^"\\\n])*"|'(?:\\.|[^'\\\n])*'"""),
 )
-LANGUAGES = (PYTHON, JAVASCRIPT)
+GO = Language(
+    "go",
+    (".go",),
+    re.compile(r"(?<![A-Za-z0-9_])[A-Za-z_][A-Za-z0-9_]*"),
+    re.compile(r"[A-Za-z0-9_]*"),
+    "//",
+    frozenset("""break case chan const continue default defer else fallthrough for func go goto if import interface
+    map package range return select struct switch type var""".split()),
+    re.compile(r"""(?s)/\*.*?\*/|//[^\n]*|`[^`]*`|"(?:\\.|[^"\\\n])*"|'(?:\\.|[^'\\\n])*'"""),
+)
+JAVA = Language(
+    "java",
+    (".java",),
+    re.compile(r"(?<![A-Za-z0-9_$])[A-Za-z_$][A-Za-z0-9_$]*"),
+    re.compile(r"[A-Za-z0-9_$]*"),
+    "//",
+    frozenset("""abstract assert boolean break byte case catch char class const continue default do double else enum
+    extends final finally float for goto if implements import instanceof int interface long native new package
+    private protected public return short static strictfp super switch synchronized this throw throws transient try
+    void volatile while var record yield sealed permits non true false null""".split()),
+    re.compile(r"(?s)/\*.*?\*/|//[^\n]*|\"{3}.*?\"{3}|\"(?:\\.|[^\"\\\n])*\"|'(?:\\.|[^'\\\n])*'"),
+)
+LANGUAGES = (PYTHON, JAVASCRIPT, GO, JAVA)
+_GO_PREDECLARED = """any bool byte comparable complex64 complex128 error float32 float64 int int8 int16 int32 int64 rune
+string uint uint8 uint16 uint32 uint64 uintptr true false iota nil append cap clear close complex copy delete imag len
+make max min new panic print println real recover Error"""
 
 
 @cache
@@ -165,6 +191,10 @@ def builtin_names(language: Language) -> frozenset[str]:
             if isinstance(value, type):
                 names.update(dir(value))
         return frozenset(names) | language.keywords
+    if language is GO:
+        return frozenset(_GO_PREDECLARED.split()) | language.keywords
+    if language is JAVA:  # java.lang is imported by every file; its classes are read where a file imports them
+        return language.keywords
     return frozenset(_node_globals()) | language.keywords
 
 
@@ -324,6 +354,8 @@ def imported_names(source: str, path: str, directory: Directory) -> frozenset[st
     the standard library and Node's builtin modules are listed instead)."""
     if directory.language is PYTHON:
         return frozenset().union(*(_python_module_names(module) for module in _python_imports(source)))
+    if directory.language in (GO, JAVA):
+        return _tree_imports(source, Path(path), directory.language)
     names: set[str] = set()
     for target in re.findall(r"""(?:require\s*\(\s*|\bfrom\s+|\bimport\s+)['"]([^'"]+)['"]""", source):
         names |= _js_module_names(target, str(Path(path).parent))
@@ -387,6 +419,55 @@ def _python_module_names(module: str, depth: int = 0) -> frozenset[str]:
     if depth < 2:
         for star in re.findall(r"^from\s+([A-Za-z_][\w.]*)\s+import\s+\*", text, flags=re.MULTILINE):
             names |= _python_module_names(star, depth + 1)
+    return frozenset(names)
+
+
+def _tree_imports(source: str, path: Path, language: Language) -> frozenset[str]:
+    """Go's imported packages, Java's imported classes and packages (and ``java.lang``), read from the source tree
+    the file is in: Go's ``src/`` (the one holding ``builtin/``), the directory that holds ``java/lang/`` (or
+    ``java.base/java/lang/``: the JDK's ``src.zip``, unpacked)."""
+    if language is GO:
+        root = next((p for p in path.parents if (p / "builtin" / "builtin.go").is_file()), None)
+        block = "\n".join(re.findall(r"(?s)^import\s*\((.*?)\)", source, flags=re.MULTILINE))
+        targets = re.findall(r'"([^"]+)"', block) + re.findall(r'^import\s+(?:\w+\s+)?"([^"]+)"', source, flags=re.MULTILINE)
+        folders = [root / target for target in targets] if root else []
+        names = {target.rpartition("/")[2] for target in targets}
+    else:
+        root = next((p for p in path.parents if (p / "java" / "lang" / "Object.java").is_file()), None)
+        base = next((p for p in path.parents if (p / "java.base" / "java" / "lang").is_dir()), None)
+        roots = [r for r in (root, base and base / "java.base") if r is not None]
+        imports = re.findall(r"^import\s+(?:static\s+)?([\w.]+(?:\.\*)?)\s*;", source, flags=re.MULTILINE)
+        folders, names = [], set()
+        for target in ["java.lang.*", *imports]:
+            parts = target.removesuffix(".*").split(".")
+            for r in roots:
+                for cut in range(len(parts), 0, -1):  # a class, or a static member of one
+                    candidate = r.joinpath(*parts[:cut])
+                    if target.endswith(".*") and candidate.is_dir():
+                        folders.append(candidate)
+                        break
+                    if candidate.with_suffix(".java").is_file():
+                        folders.append(candidate.with_suffix(".java"))
+                        break
+    for folder in folders:
+        names |= _tree_names(folder, language)
+    return frozenset(names)
+
+
+@cache
+def _tree_names(place: Path, language: Language) -> frozenset[str]:
+    """The identifiers of a source file, or of a folder's files (not its subfolders, not tests)."""
+    files = [place] if place.is_file() else sorted(
+        f for f in place.glob("*") if f.suffix in language.extensions and not TEST_FILES.search(f.name)
+    ) if place.is_dir() else []
+    names: set[str] = set()
+    total = 0
+    for file in files:
+        text = file.read_text(encoding="utf-8", errors="replace")
+        total += len(text)
+        if total > MAX_DIRECTORY_BYTES:
+            break
+        names.update(language.names_in(text))
     return frozenset(names)
 
 

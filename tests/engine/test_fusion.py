@@ -18,7 +18,7 @@ from cpc.fusion import MIN_PULL, FusionWeights, ProjectCorpus
 from cpc.identifiers import (
     _ASSIGNMENT, BONUS, MIN_CAP, PENALTY, STAKE_CAP, IdentifierModel, NameCounts, TokenShapes, language_names, names_in,
 )
-from cpc.syntax import C_LIKE, DEFINE, PROSE, PYTHON, START, USE, Place
+from cpc.syntax import C_LIKE, DEFINE, PROSE, PYTHON, START, TYPES_FIRST, USE, Place, Syntax
 from cpc.ngram import DISCOUNT, SCALE, DocumentCounts, FileCounts, Merged, NGramModel, WithoutLine, ngram_counts, unchanged_ends
 from cpc.tokenizer import TiktokenTokenizer
 from tests.support.strategies import code_text, examples
@@ -220,7 +220,7 @@ def test_a_long_line_is_counted_as_an_empty_one(cl100k):
 
 # --- the identifier model -----------------------------------------------------------------------
 
-TOY_PIECES = [b"comp", b"ute", b"uted", b"_", b"x", b"s", b"(", b" ", b" comp", b"ute(", b"\n", b"c", b"o", b"m", b"p", b"u", b"t", b"e"]
+TOY_PIECES = [b"comp", b"ute", b"uted", b"_", b"x", b"s", b"(", b" ", b" comp", b"ute(", b"\n", b"c", b"o", b"m", b"p", b"u", b"t", b"e", b" :="]
 TOY_NAMES = [b"compute", b"compute_x", b"comp_s", b"x", b"cox"]
 
 
@@ -253,7 +253,8 @@ def _words(data: bytes) -> list[tuple[int, int]]:
 
 
 @settings(max_examples=examples(300), deadline=None)
-@given(st.sampled_from([b"", b"x = ", b"x = comp", b"x = co", b"y = compz"]), st.lists(st.integers(0, len(TOY_PIECES) - 1), max_size=10))
+@given(st.sampled_from([b"", b"x = ", b"x = comp", b"x = co", b"y = compz", b"def ", b"def comp", b"for x, co"]),
+       st.lists(st.integers(0, len(TOY_PIECES) - 1), max_size=10))
 @example(b"x = comp", [1, 3, 4, 6])  # compute_x(
 @example(b"x = comp", [1, 3, 5, 6])  # compute_s( : started, not finished
 @example(b"x = ", [8, 5, 7])  # " comp", "s", " ": a word that leaves the names
@@ -261,6 +262,8 @@ def _words(data: bytes) -> list[tuple[int, int]]:
 @example(b"", [8, 5, 7])  # the same new word at a statement's start, then a blank: it may be assigned, so no penalty
 @example(b"", [8, 5, 6])  # ... then "(": a call of a name that does not exist, so the penalty
 @example(b"x = (", [10, 8, 5, 7])  # after a line break too
+@example(b"def comp", [1, 6, 4])  # a new name that is a project's: it earns, then so does a parameter ("x")
+@example(b"def comp", [5, 6])  # a new name that leaves the names: it gives back what it earned, and pays nothing
 def test_a_word_keeps_its_bonus_only_when_it_ends_on_a_name(toy_identifiers, typed, tokens):
     """Scores along any token path, plus `final`, add up to what the words that end as the project's names
     earned, less the penalty for each word used (`cpc.syntax.USE`) that was seen to leave every name (the
@@ -294,7 +297,7 @@ def test_a_word_keeps_its_bonus_only_when_it_ends_on_a_name(toy_identifiers, typ
         ending = next((hi for lo, hi in spans if lo <= end < hi), None)  # where the token that ends the word ends
         assigned = ending is None or _ASSIGNMENT.match(text[end:ending]) is not None
         penalty = PENALTY if role == USE or (role == START and not assigned) else 0.0
-        if role in (DEFINE, PROSE):
+        if role == PROSE:
             continue
         if end == len(typed) < len(text) and leads(text[start:end]) and text[start:end] not in known:
             expected -= penalty  # the typed word, ended on no name by the first token
@@ -350,7 +353,7 @@ def test_the_word_at_the_cursor_is_no_name():
 @pytest.mark.parametrize("typed, role", [
     (b"x = f(comp", USE),  # a use: a word that leaves every name pays, and gives back its typed bytes
     (b"    comp", START),  # a statement's first word may be a new name: it earns, and pays only if no assignment follows
-    (b"def comp", DEFINE), (b"for x, comp", DEFINE), (b"def f(a, comp", DEFINE),  # new names: not judged
+    (b"def comp", DEFINE), (b"for x, comp", DEFINE), (b"def f(a, comp", DEFINE),  # new names: they earn, never pay
     (b"x = 1  # comp", PROSE), (b"x = 'comp", PROSE),  # not names: not judged
 ])
 def test_where_a_word_starts_decides_how_it_is_judged(typed, role):
@@ -363,9 +366,39 @@ def test_where_a_word_starts_decides_how_it_is_judged(typed, role):
     elif role == START:
         assert (row[leave], row[spell]) == (0.0, BONUS * MIN_CAP)
         called, assigned = TOY_PIECES.index(b"("), TOY_PIECES.index(b" ")  # "comp(": no such name; "comp =" may be new
-        assert (row[called], row[assigned]) == (-PENALTY, 0.0)
+        declared = TOY_PIECES.index(b" :=")  # Go's declaration, Python's walrus
+        assert (row[called], row[assigned], row[declared]) == (-PENALTY, 0.0, 0.0)
+    elif role == DEFINE:
+        assert (row[leave], row[spell], row[TOY_PIECES.index(b"(")]) == (0.0, BONUS * MIN_CAP, 0.0)
     else:
         assert not row.any() and state[0] is None
+
+
+@pytest.mark.parametrize("name, typed, role", [
+    # a type before the name (C, C++, Java, C#): the word after a declaration's type is a new name
+    ("Main.java", b"    int ", DEFINE), ("Main.java", b"    final List<String> ", DEFINE),
+    ("a.c", b"static const char *", DEFINE), ("a.cpp", b"    for (const auto& ", DEFINE),
+    ("a.cpp", b"    std::vector<int> ", DEFINE), ("Main.java", b"    public void run(String[] ", DEFINE),
+    ("Main.java", b"  @Override public ", DEFINE), ("a.c", b"    struct node *", DEFINE),
+    # ... not after a keyword that an expression follows, a struct's tag, an argument, an operand
+    ("Main.java", b"    return ", USE), ("Main.java", b"    throw new ", USE), ("a.c", b"    else ", USE),
+    ("a.c", b"    struct ", USE), ("a.c", b"    case ", USE), ("Main.java", b"    foo(a, ", USE),
+    ("Main.java", b"    x = y ", USE), ("Main.java", b"    if (", USE), ("Main.java", b"    System.out.", START),
+    # the name before its type (Go, Rust, Kotlin, Swift): a parameter's name is new, its type is not
+    ("main.go", b"func (", DEFINE), ("main.go", b"func (s *Server) ", DEFINE),
+    ("main.go", b"func (s *Server) Get(ctx context.Context, ", DEFINE), ("main.go", b"func parse(text ", USE),
+    ("main.go", b"\tfor i, ", DEFINE), ("main.go", b"\tfor i, v := range ", USE), ("main.go", b"type ", DEFINE),
+    ("main.go", b"\tint ", USE), ("lib.rs", b"fn area(width: u32, ", DEFINE), ("lib.rs", b"fn area(width: ", USE),
+    ("lib.rs", b"    pub fn new(&mut ", DEFINE), ("lib.rs", b"    let mut ", DEFINE), ("lib.rs", b"    xs.map(|", DEFINE),
+    ("a.kt", b"fun area(", DEFINE), ("a.kt", b"    val ", DEFINE),
+    # a call of something named like a keyword is a call; `for ... of` ends its targets as `for ... in` does
+    ("app.py", b"    result = func(a, ", USE), ("app.js", b"    fn(a, ", USE), ("app.js", b"    for (const item of ", USE),
+    ("app.py", b"    int ", USE),
+])
+def test_new_names_are_read_in_each_language_s_declarations(name, typed, role):
+    """Where a declaration brings a name in, by the language's way of writing it (`Syntax.of` the file's name):
+    there the identifier model judges no word, so a new local name is not pushed towards a known one."""
+    assert Place.of(typed, Syntax.of(name)).role() == role
 
 
 _DELIMITED = st.lists(
@@ -375,7 +408,7 @@ _DELIMITED = st.lists(
 
 
 @settings(max_examples=examples(300), deadline=None)
-@given(_DELIMITED, st.sampled_from([PYTHON, C_LIKE]))
+@given(_DELIMITED, st.sampled_from([PYTHON, C_LIKE, TYPES_FIRST]))
 def test_a_place_read_on_from_its_line_start_is_the_place_read_from_the_start(text, syntax):
     """`Place.of` keeps the place where a text's last line starts and reads only that line again: as a
     keystroke after another would, every prefix of the text gives what one read from its start gives."""
