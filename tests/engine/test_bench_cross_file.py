@@ -203,6 +203,11 @@ def test_javascript_names_and_globals(tmp_path):
         assert result["undefined"] == ["$y", "logg"]
 
 
+def write_file(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+
+
 def test_go_and_java_read_their_imports_from_the_source_tree(tmp_path):
     """A Go file's imported packages come from the ``src/`` that holds ``builtin/``, a Java file's classes and
     ``java.lang`` from the folder that holds ``java/lang/``: their names are known, never undefined."""
@@ -210,8 +215,7 @@ def test_go_and_java_read_their_imports_from_the_source_tree(tmp_path):
     for path, text in {"builtin/builtin.go": "package builtin\n", "strings/strings.go": "package strings\nfunc TrimSpace(s string) string\n",
                        "app/a.go": 'package app\n\nimport (\n\t"strings"\n)\n\nfunc clean(s string) string { return strings.TrimSpace(s) }\n',
                        "app/b.go": "package app\n// a raw string: `clean it`\nvar cleaned = clean(`x`)\n"}.items():
-        (go / path).parent.mkdir(parents=True, exist_ok=True)
-        (go / path).write_text(text)
+        write_file(go / path, text)
     directory = sources.load_directory(go / "app")
     assert directory.language is sources.GO
     assert sources.GO.code_only("x := `a b` // c").rstrip() == "x :="
@@ -223,8 +227,7 @@ def test_go_and_java_read_their_imports_from_the_source_tree(tmp_path):
                        "java/util/List.java": "package java.util;\npublic interface List<E> { int size(); }\n",
                        "app/A.java": "package app;\nimport java.util.List;\nclass A { int n(List<String> xs) { return xs.size(); } }\n",
                        "app/B.java": 'package app;\nclass B { String s = """\n  a text block\n  """; }\n'}.items():
-        (java / path).parent.mkdir(parents=True, exist_ok=True)
-        (java / path).write_text(text)
+        write_file(java / path, text)
     directory = sources.load_directory(java / "app")
     assert directory.language is sources.JAVA
     b = str(java / "app" / "B.java")
