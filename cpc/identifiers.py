@@ -33,9 +33,10 @@ then it is a new name; a definition (``def xor(i, j)``, ``for idx, elem in``,
 word is new. It still earns on the way to a known name, as a statement's
 first word does: the function that other files of the project call, defined
 here, or the project's own name for a parameter (``ctx``, ``buf``). Prose
-(comments and strings) is not judged at all: its words are not names. The known names include the language's own
-(`language_names`: keywords, builtins, the members of builtin types), which
-a file uses without defining them.
+(comments and strings) is not judged at all: its words are not names. The
+known names include the language's own (`language_names`: keywords,
+builtins, the members of builtin types), which a file uses without defining
+them.
 
 The bonus is per byte, so a greedy step prefers the token that spells more
 of a known name (``checksum`` over ``c``: the model's ``c`` leads to

@@ -167,7 +167,7 @@ JAVA = Language(
     frozenset("""abstract assert boolean break byte case catch char class const continue default do double else enum
     extends final finally float for goto if implements import instanceof int interface long native new package
     private protected public return short static strictfp super switch synchronized this throw throws transient try
-    void volatile while var record yield sealed permits non true false null""".split()),
+    void volatile while var record yield sealed permits true false null""".split()),
     re.compile(r"(?s)/\*.*?\*/|//[^\n]*|\"{3}.*?\"{3}|\"(?:\\.|[^\"\\\n])*\"|'(?:\\.|[^'\\\n])*'"),
 )
 LANGUAGES = (PYTHON, JAVASCRIPT, GO, JAVA)
@@ -423,43 +423,52 @@ def _python_module_names(module: str, depth: int = 0) -> frozenset[str]:
 
 
 def _tree_imports(source: str, path: Path, language: Language) -> frozenset[str]:
-    """Go's imported packages, Java's imported classes and packages (and ``java.lang``), read from the source tree
-    the file is in: Go's ``src/`` (the one holding ``builtin/``), the directory that holds ``java/lang/`` (or
-    ``java.base/java/lang/``: the JDK's ``src.zip``, unpacked)."""
-    if language is GO:
-        root = next((p for p in path.parents if (p / "builtin" / "builtin.go").is_file()), None)
-        block = "\n".join(re.findall(r"(?s)^import\s*\((.*?)\)", source, flags=re.MULTILINE))
-        targets = re.findall(r'"([^"]+)"', block) + re.findall(r'^import\s+(?:\w+\s+)?"([^"]+)"', source, flags=re.MULTILINE)
-        folders = [root / target for target in targets] if root else []
-        names = {target.rpartition("/")[2] for target in targets}
-    else:
-        root = next((p for p in path.parents if (p / "java" / "lang" / "Object.java").is_file()), None)
-        base = next((p for p in path.parents if (p / "java.base" / "java" / "lang").is_dir()), None)
-        roots = [r for r in (root, base and base / "java.base") if r is not None]
-        imports = re.findall(r"^import\s+(?:static\s+)?([\w.]+(?:\.\*)?)\s*;", source, flags=re.MULTILINE)
-        folders, names = [], set()
-        for target in ["java.lang.*", *imports]:
-            parts = target.removesuffix(".*").split(".")
-            for r in roots:
-                for cut in range(len(parts), 0, -1):  # a class, or a static member of one
-                    candidate = r.joinpath(*parts[:cut])
-                    if target.endswith(".*") and candidate.is_dir():
-                        folders.append(candidate)
-                        break
-                    if candidate.with_suffix(".java").is_file():
-                        folders.append(candidate.with_suffix(".java"))
-                        break
-    for folder in folders:
-        names |= _tree_names(folder, language)
-    return frozenset(names)
+    """The names of what a Go or Java file imports, read from the source tree it is in."""
+    places, names = (_go_imports if language is GO else _java_imports)(source, path)
+    return frozenset(names.union(*(_names_of_files(_source_files(place, language), language) for place in places)))
+
+
+def _go_imports(source: str, path: Path) -> tuple[list[Path], set[str]]:
+    """The folders of a Go file's imported packages, in the ``src/`` that holds ``builtin/``; their names."""
+    root = next((p for p in path.parents if (p / "builtin" / "builtin.go").is_file()), None)
+    block = "\n".join(re.findall(r"(?s)^import\s*\((.*?)\)", source, flags=re.MULTILINE))
+    targets = re.findall(r'"([^"]+)"', block) + re.findall(r'^import\s+(?:\w+\s+)?"([^"]+)"', source, flags=re.MULTILINE)
+    return ([root / target for target in targets] if root else []), {target.rpartition("/")[2] for target in targets}
+
+
+def _java_imports(source: str, path: Path) -> tuple[list[Path], set[str]]:
+    """The classes and packages a Java file imports (and ``java.lang``), in the folder that holds ``java/lang/``
+    (or ``java.base/java/lang/``: the JDK's ``src.zip``, unpacked)."""
+    roots = [p for p in path.parents if (p / "java" / "lang" / "Object.java").is_file()][:1]
+    roots += [p / "java.base" for p in path.parents if (p / "java.base" / "java" / "lang").is_dir()][:1]
+    imports = re.findall(r"^import\s+(?:static\s+)?([\w.]+(?:\.\*)?)\s*;", source, flags=re.MULTILINE)
+    places: list[Path] = []
+    for target in ["java.lang.*", *imports]:
+        parts = target.removesuffix(".*").split(".")
+        for root in roots:
+            for cut in range(len(parts), 0, -1):  # a class, or a static member of one
+                candidate = root.joinpath(*parts[:cut])
+                if target.endswith(".*") and candidate.is_dir():
+                    places.append(candidate)
+                    break
+                if candidate.with_suffix(".java").is_file():
+                    places.append(candidate.with_suffix(".java"))
+                    break
+    return places, set()
+
+
+def _source_files(place: Path, language: Language) -> tuple[Path, ...]:
+    """A source file, or a folder's files of ``language`` (not its subfolders, not tests)."""
+    if place.is_file():
+        return (place,)
+    return tuple(sorted(
+        f for f in place.glob("*") if f.suffix in language.extensions and not TEST_FILES.search(f.name)
+    )) if place.is_dir() else ()
 
 
 @cache
-def _tree_names(place: Path, language: Language) -> frozenset[str]:
-    """The identifiers of a source file, or of a folder's files (not its subfolders, not tests)."""
-    files = [place] if place.is_file() else sorted(
-        f for f in place.glob("*") if f.suffix in language.extensions and not TEST_FILES.search(f.name)
-    ) if place.is_dir() else []
+def _names_of_files(files: tuple[Path, ...], language: Language) -> frozenset[str]:
+    """The identifiers of ``files``, in their order, up to `MAX_DIRECTORY_BYTES` of them."""
     names: set[str] = set()
     total = 0
     for file in files:
@@ -486,12 +495,4 @@ def _js_module_names(target: str, folder: str) -> frozenset[str]:
             None,
         )
         files = sorted(f for f in package.rglob("*.js") if "node_modules" not in f.relative_to(package).parts) if package else []
-    names: set[str] = set()
-    total = 0
-    for file in files[:200]:
-        text = file.read_text(encoding="utf-8", errors="replace")
-        total += len(text)
-        if total > MAX_DIRECTORY_BYTES:
-            break
-        names.update(JAVASCRIPT.names_in(text))
-    return frozenset(names)
+    return _names_of_files(tuple(files[:200]), JAVASCRIPT)
