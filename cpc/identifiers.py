@@ -81,7 +81,7 @@ from functools import cache
 
 import numpy as np
 
-from cpc.syntax import C_LIKE, PROSE, DEFINE, USE, Place, Syntax
+from cpc.syntax import ASSIGNMENT, C_LIKE, PROSE, DEFINE, USE, Place, Syntax
 from cpc.vocab import TokenGroups, Vocabulary
 
 BONUS = 1.0
@@ -102,10 +102,6 @@ NAME = re.compile(rb"[A-Za-z_$\x80-\xff]*[A-Za-z$\x80-\xff][A-Za-z0-9_$\x80-\xff
 
 A run of underscores alone (a ``# ______`` rule in a comment) is no name: as one, it led the decoder
 to spell ``___________________________`` after a typed ``__``."""
-
-_ASSIGNMENT = re.compile(rb"\s*(?:=(?!=)|(?:[-+*/%&|^@]|//|\*\*|>>|<<)=|:|,|\Z)")
-"""What follows a name being assigned: ``=`` (not ``==``), an augmented assignment, an annotation's ``:``, a
-declaration's ``:=`` (Go, Python's walrus), another target's ``,``; or nothing yet."""
 
 _WORD_CHARACTERS = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_$" + bytes(range(0x80, 0x100))
 """The bytes of identifiers, as `bytes.strip` takes them (a scan in C, not a loop over bytes)."""
@@ -188,7 +184,7 @@ class TokenShapes:
         or are blank: a statement's first word ended by one may be a new name."""
         breaking = np.flatnonzero(self.breaks).tolist()
         for token in breaking:
-            self.assigns[token] = _ASSIGNMENT.match(pieces[token], int(self.lead[token])) is not None
+            self.assigns[token] = ASSIGNMENT.match(pieces[token], int(self.lead[token])) is not None
         trails = {token: trail for token in breaking if (trail := trailing_word(pieces[token]))}
         # The masks a row is built with are float32 ones and zeros: a product (``row += mask * x``) over 262,144
         # tokens is about 15 times as fast as a masked write (``where=mask``), which branches on every token.
@@ -444,7 +440,7 @@ class IdentifierModel:
                 return -earned - self.penalty, (None, 0.0, "", after)
             return -earned, (None, 0.0, "" if judged == DEFINE else DUE, after)
         score = 0.0
-        unless_assigned = 0.0 if _ASSIGNMENT.match(piece, lead) else self.penalty
+        unless_assigned = 0.0 if ASSIGNMENT.match(piece, lead) else self.penalty
         if word:  # a word this token starts and ends earned nothing, and gives nothing back
             finished = word + piece[:lead]
             if self._is_name(finished) and finished not in self.borrowed:

@@ -12,10 +12,12 @@ is a slip, ``outputStream`` an invention) and wrong elsewhere:
   ``|x|``; in the languages that write a type before the name (C, C++, Java,
   C#, Dart: `TYPES_FIRST`), the name after a declaration's type
   (``int count``, ``const char *name``, ``List<String> names``, a
-  parameter's ``(int width, ``). An imported name is not one: it names
-  what another module defines;
+  parameter's ``(int width, ``, ``catch (IOException e``) and the names
+  after the first (``int a = 0, b``), a template's ``typename T``. An
+  imported name is not one: it names what another module defines;
 - the first word of a statement may be a new name (``result = []``,
-  ``self.total = 0``, Go's ``n := 0``) as well as a use (``print(...)``).
+  ``self.total = 0``, Go's ``n := 0`` and ``if v, ok := m[k]``) as well as
+  a use (``print(...)``, ``if done {``).
 
 `Place` follows the text as it is written: which string or comment it is
 inside (opened and closed as the bytes come, escapes and all), and the
@@ -31,6 +33,8 @@ current line. `Place.role` reads the role of a word that starts there:
     ['define', 'use', 'define', 'use']
     >>> [Place.of(text, C_LIKE).role() for text in (b"func (s *Server) ", b"fn area(width: u32, ", b"    n := f(a, ")]
     ['define', 'define', 'use']
+    >>> [Place.of(text, TYPES_FIRST).role() for text in (b"    int a = 0, ", b"} catch (", b"} catch (IOException ")]
+    ['define', 'use', 'define']
 """
 
 from __future__ import annotations
@@ -46,6 +50,10 @@ not a name (in a comment or a string)."""
 
 MAX_LINE = 512
 """The bytes of the current line a place keeps (its start tells a definition, its end the rest)."""
+ASSIGNMENT = re.compile(rb"\s*(?:=(?!=)|(?:[-+*/%&|^@]|//|\*\*|>>|<<)=|:|,|\Z)")
+"""What follows a name being assigned, where a statement's first word is a new name (`START`): ``=`` (not
+``==``), an augmented assignment, an annotation's ``:``, a declaration's ``:=`` (Go, Python's walrus), another
+target's ``,``; or nothing yet."""
 
 _DEFINES = rb"""
     (?:^|[^\w.$])(?:def|class|function|let|const|var|val|as|global|nonlocal|lambda|func|fn|fun|type|interface|enum
@@ -59,30 +67,43 @@ _DEFINES = rb"""
     | ^\s*(?:async\s+)?for\s+(?:(?!\b(?:in|of)\b)[\w\s,()\[\]*])*\Z  # a for loop's targets, before `in`/`of`
     | (?:^|[^\w.$])lambda\s+[\w\s,=*]*\Z                            # a lambda's parameters
     | (?:^|[^\w.$])(?:let|const|var|val)\s+(?:(?!\b(?:in|of)\b)[\w\s,{}\[\]:])*\Z  # declared names, destructuring too
-    | (?:^|[^\w.$])catch\s*\(\s*\Z                                  # a caught exception
     | (?:[=(,]\s*|\bmove\s+)\|[\w\s,&]*\Z                           # a closure's parameters (Rust)
 """
-_TYPED_DECLARATION = rb"""
-    | (?:^|[;{(,])\s*(?:@\w+(?:\([^()]*\))?\s+)*                    # where a declaration may start, annotated
-      (?:(?:const|static|final|volatile|unsigned|signed|register|extern|inline|struct|enum|union|public|private
-         |protected|internal|readonly|abstract|synchronized|transient|virtual|mutable|constexpr|override|typedef
-         |sealed|partial|unsafe)\s+)*                               # its modifiers
-      (?!(?:return|else|elif|elseif|if|for|foreach|while|do|switch|case|default|goto|break|continue|throw|throws
-         |new|delete|typeof|instanceof|await|yield|export|import|package|using|in|of|is|as|not|and|or|sizeof
-         |try|catch|finally|assert|extends|implements|co_await|co_return|co_yield|struct|enum|union|class
-         |interface|function|let|const|var|typedef|until|then|lock|checked|when)\b)
-      [A-Za-z_$][\w$]*(?:(?:\.|::)[A-Za-z_$][\w$]*)*                # the type
-      \s*(?:<[^;(){}=]*>)?(?:\s*\[\s*\])*                           # its arguments, an array
-      (?:\s+[*&]*|\s*[*&]+\s*)\Z                                    # a blank or a pointer: the name comes next
+_UNTYPED_CATCH = rb"""
+    | (?:^|[^\w.$])catch\s*\(\s*\Z                                  # a caught exception (JavaScript, Dart)
 """
-_STARTS = re.compile(
-    rb"""
+_MODIFIERS = rb"""
+    (?:(?:const|static|final|volatile|unsigned|signed|register|extern|inline|struct|enum|union|public|private
+       |protected|internal|readonly|abstract|synchronized|transient|virtual|mutable|constexpr|override|typedef
+       |sealed|partial|unsafe)\s+)*
+"""
+_TYPE = rb"""
+    (?!(?:return|else|elif|elseif|if|for|foreach|while|do|switch|case|default|goto|break|continue|throw|throws
+       |new|delete|typeof|instanceof|await|yield|export|import|package|using|in|of|is|as|not|and|or|sizeof
+       |try|catch|finally|assert|extends|implements|co_await|co_return|co_yield|struct|enum|union|class
+       |interface|function|let|const|var|typedef|typename|until|then|lock|checked|when)\b)
+    [A-Za-z_$][\w$]*(?:(?:\.|::)[A-Za-z_$][\w$]*)*                  # a type, not a keyword an expression follows
+    \s*(?:<[^;(){}=]*>)?(?:\s*\[\s*\])*                             # its arguments, an array
+    (?:\s+[*&]*|\s*[*&]+\s*)                                         # a blank or a pointer: the name comes next
+"""
+_DECLARED = rb"""
+    [A-Za-z_$][\w$]*(?:\s*\[[^\[\]]*\])*                              # a declared name, an array's size
+    (?:\s*=(?:[^;,(){}\[\]]|\([^()]*\)|\[[^\[\]]*\]|\{[^{}]*\})*)?       # its initial value
+    \s*,\s*[*&]*                                                     # another name comes next
+"""
+_TYPED_DECLARATION = rb"""
+    | (?:^|[;{(,])\s*(?:@\w+(?:\([^()]*\))?\s+)*""" + _MODIFIERS + _TYPE + rb"""\Z      # the name after a type
+    | (?:^|[;{])\s*""" + _MODIFIERS + _TYPE + rb"(?:" + _DECLARED + rb""")+\Z      # the names after the first (int a, b)
+    | \btemplate\s*<(?:[^<>]*,)?\s*typename(?:\s*\.\.\.)?\s*\Z                # a template's type parameter (C++)
+"""
+_STARTS = rb"""
     \s*                                   # a statement's start
     | \s*[\w$]+(?:\s*,\s*[\w$]+)*\s*,\s*  # more targets of an assignment (`a, b = ...`)
     | \s*[\w$]+(?:\.[\w$]+)*\.            # an attribute at a statement's start (`self.total = 0`, or a call)
-    """,
-    re.X,
-)
+"""
+_CONDITION_STARTS = rb"""
+    | \s*(?:\}\s*)?(?:else\s+)?(?:if|switch)\s+(?:[\w$]+\s*,\s*)*   # a condition's own statement (Go's if v, ok :=)
+"""
 
 
 @dataclass(frozen=True)
@@ -96,16 +117,24 @@ class Syntax:
     multiline: frozenset[bytes]
     """The delimiters whose strings may span lines (the others end at the line's end)."""
     types_first: bool = False
-    """A declaration writes its type before the name (``int count``): the word after a type is a new name."""
+    """A declaration writes its type before the name (``int count``, ``catch (IOException e)``): the word after a
+    type is a new name, and the word after ``catch (`` a type."""
+    bare_conditions: bool = False
+    """``if`` and ``switch`` may take no parentheses and open with a statement of their own (Go's
+    ``if v, ok := m[k]; ok``): the words after them are a statement's first ones."""
     openers: re.Pattern = field(init=False, repr=False, compare=False)
     defines: re.Pattern = field(init=False, repr=False, compare=False)
     """Where a word is a new name (`DEFINE`): the line up to it matches."""
+    starts: re.Pattern = field(init=False, repr=False, compare=False)
+    """Where a word is a statement's first (`START`): the whole line up to it matches."""
 
     def __post_init__(self) -> None:
         block = (self.block_comment[0],) if self.block_comment else ()
         found = b"|".join(re.escape(token) for token in (b"\n", self.line_comment, *block, *self.quotes))
         object.__setattr__(self, "openers", re.compile(found))
-        object.__setattr__(self, "defines", re.compile(_DEFINES + (_TYPED_DECLARATION if self.types_first else b""), re.X))
+        defines = _DEFINES + (_TYPED_DECLARATION if self.types_first else _UNTYPED_CATCH)
+        object.__setattr__(self, "defines", re.compile(defines, re.X))
+        object.__setattr__(self, "starts", re.compile(_STARTS + (_CONDITION_STARTS if self.bare_conditions else b""), re.X))
 
     @staticmethod
     def of(name: str | None) -> Syntax:
@@ -127,7 +156,7 @@ class Syntax:
 
 PYTHON = Syntax(b"#", None, (b'"""', b"'''", b'"', b"'"), frozenset({b'"""', b"'''"}))
 """Python, and the other languages with ``#`` comments."""
-C_LIKE = Syntax(b"//", (b"/*", b"*/"), (b"`", b'"', b"'"), frozenset({b"`"}))
+C_LIKE = Syntax(b"//", (b"/*", b"*/"), (b"`", b'"', b"'"), frozenset({b"`"}), bare_conditions=True)
 """JavaScript and the languages that comment like C."""
 TYPES_FIRST = replace(C_LIKE, types_first=True)
 """The languages that comment like C and write a declaration's type before its name."""
@@ -199,7 +228,7 @@ class Place:
             return PROSE
         if self.syntax.defines.search(self.line):
             return DEFINE
-        return START if _STARTS.fullmatch(self.line) else USE
+        return START if self.syntax.starts.fullmatch(self.line) else USE
 
 
 @lru_cache(maxsize=16)

@@ -145,14 +145,15 @@ def test_metrics_on_hand_made_completions(package):
 
     right = cross_file.score(case, directory, "mpute_weighted_checksum(frame[:-1])")
     assert right == {"next_identifier": True, "identifier_exact": True, "word_exact": True, "line_exact": True,
-                     "names": 2, "undefined": [], "words_in_prose": 0}
+                     "names": 2, "undefined": [], "declared": [], "words_in_prose": 0}
 
     other_args = cross_file.score(case, directory, "mpute_weighted_checksum(frame [: -1]) ")
     assert other_args["identifier_exact"] and not other_args["line_exact"]  # same names, other spacing
 
     invented = cross_file.score(case, directory, "mpute_checksum(frame, weights=WEIGHTS)")
     assert invented == {"next_identifier": False, "identifier_exact": False, "word_exact": False,
-                        "line_exact": False, "names": 4, "undefined": ["compute_checksum"], "words_in_prose": 0}
+                        "line_exact": False, "names": 4, "undefined": ["compute_checksum"], "declared": [],
+                        "words_in_prose": 0}
     # words in a comment are no names: not counted, undefined or not
     commented = cross_file.score(case, directory, "mpute_checksum(frame)  # the checksum of every frame")
     assert (commented["names"], commented["undefined"], commented["words_in_prose"]) == (2, ["compute_checksum"], 5)
@@ -164,7 +165,21 @@ def test_metrics_on_hand_made_completions(package):
 
     assert cross_file.score(case, directory, "") == {"next_identifier": False, "identifier_exact": False,
                                              "word_exact": False, "line_exact": False, "names": 0, "undefined": [],
-                                             "words_in_prose": 0}
+                                             "declared": [], "words_in_prose": 0}
+
+
+def test_a_new_name_the_completion_declares_is_no_invention(package):
+    """An undefined name the completion assigns to or declares is the user's new one (``declared``); one it
+    only uses is invented."""
+    directory = sources.load_directory(package)
+    case = case_at(directory, package / "frame.py", "total", 2, after="#")
+    assert case.line_start == "    to"
+    assigned = cross_file.score(case, directory, "tal_sum = compute_weighted_checksum(frame[:-1])")
+    assert (assigned["undefined"], assigned["declared"]) == (["total_sum"], ["total_sum"])
+    called = cross_file.score(case, directory, "tal_sum(frame)")
+    assert (called["undefined"], called["declared"]) == (["total_sum"], [])
+    looped = cross_file.score(case, directory, "tal = 0\n    for framelet in frames_of(frame):")
+    assert (looped["undefined"], looped["declared"]) == (["framelet", "frames_of"], ["framelet"])
 
 
 def test_the_cursor_line_is_not_known_to_the_corpus(package):
@@ -237,12 +252,15 @@ def test_go_and_java_read_their_imports_from_the_source_tree(tmp_path):
 
 
 def test_summaries_pool_undefined_names_over_cases():
-    def outcome(category, names, undefined, ms, good):
-        return cross_file.CrossFileOutcome(category, good, good, good, good, names, undefined, ms, 0.0, 3, "x")
+    def outcome(category, names, undefined, ms, good, declared=()):
+        return cross_file.CrossFileOutcome(category, good, good, good, good, names, undefined, list(declared), ms,
+                                           0.0, 3, "x")
 
-    rows = [outcome("cross_file", 4, ["a"], 100, True), outcome("any", 1, [], 300, False), outcome("any", 5, ["b", "c"], 200, True)]
+    rows = [outcome("cross_file", 4, ["a"], 100, True), outcome("any", 1, [], 300, False),
+            outcome("any", 5, ["b", "c"], 200, True, declared=["c"])]
     row = cross_file.summarise(rows)
     assert row["n"] == 3 and row["next_identifier"] == round(2 / 3, 4) and row["undefined_rate"] == 0.3
+    assert row["invented_rate"] == 0.2  # "c" is declared where it is written
     assert row["p50_ms"] == 200 and row["names"] == 10
     assert cross_file.summarise([]) == {"n": 0}
 

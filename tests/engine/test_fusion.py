@@ -16,9 +16,9 @@ from hypothesis import strategies as st
 from cpc import ngram
 from cpc.fusion import MIN_PULL, FusionWeights, ProjectCorpus
 from cpc.identifiers import (
-    _ASSIGNMENT, BONUS, MIN_CAP, PENALTY, STAKE_CAP, IdentifierModel, NameCounts, TokenShapes, language_names, names_in,
+    BONUS, MIN_CAP, PENALTY, STAKE_CAP, IdentifierModel, NameCounts, TokenShapes, language_names, names_in,
 )
-from cpc.syntax import C_LIKE, DEFINE, PROSE, PYTHON, START, TYPES_FIRST, USE, Place, Syntax
+from cpc.syntax import ASSIGNMENT, C_LIKE, DEFINE, PROSE, PYTHON, START, TYPES_FIRST, USE, Place, Syntax
 from cpc.ngram import DISCOUNT, SCALE, DocumentCounts, FileCounts, Merged, NGramModel, WithoutLine, ngram_counts, unchanged_ends
 from cpc.tokenizer import TiktokenTokenizer
 from tests.support.strategies import code_text, examples
@@ -295,7 +295,7 @@ def test_a_word_keeps_its_bonus_only_when_it_ends_on_a_name(toy_identifiers, typ
     for start, end in _words(text):
         role = Place.of(text[:start], model.syntax).role()
         ending = next((hi for lo, hi in spans if lo <= end < hi), None)  # where the token that ends the word ends
-        assigned = ending is None or _ASSIGNMENT.match(text[end:ending]) is not None
+        assigned = ending is None or ASSIGNMENT.match(text[end:ending]) is not None
         penalty = PENALTY if role == USE or (role == START and not assigned) else 0.0
         if role == PROSE:
             continue
@@ -384,11 +384,20 @@ def test_where_a_word_starts_decides_how_it_is_judged(typed, role):
     ("Main.java", b"    return ", USE), ("Main.java", b"    throw new ", USE), ("a.c", b"    else ", USE),
     ("a.c", b"    struct ", USE), ("a.c", b"    case ", USE), ("Main.java", b"    foo(a, ", USE),
     ("Main.java", b"    x = y ", USE), ("Main.java", b"    if (", USE), ("Main.java", b"    System.out.", START),
+    # the names after a declaration's first, and its initial values; a caught exception's type, then its name
+    ("a.c", b"    int a, ", DEFINE), ("a.c", b"    static char buf[64] = {0}, *", DEFINE),
+    ("Main.java", b"    Map<K, V> m = new HashMap<>(), ", DEFINE), ("a.c", b"    x = f(a, ", USE),
+    ("Main.java", b"    void run(int a, ", USE), ("Main.java", b"    } catch (", USE),
+    ("Main.java", b"    } catch (IOException ", DEFINE), ("app.js", b"    } catch (", DEFINE),
+    ("a.cpp", b"template <typename ", DEFINE), ("a.cpp", b"template <typename T, typename ", DEFINE),
+    ("a.cpp", b"    typename ", USE),
     # the name before its type (Go, Rust, Kotlin, Swift): a parameter's name is new, its type is not
     ("main.go", b"func (", DEFINE), ("main.go", b"func (s *Server) ", DEFINE),
     ("main.go", b"func (s *Server) Get(ctx context.Context, ", DEFINE), ("main.go", b"func parse(text ", USE),
     ("main.go", b"\tfor i, ", DEFINE), ("main.go", b"\tfor i, v := range ", USE), ("main.go", b"type ", DEFINE),
     ("main.go", b"\tint ", USE), ("lib.rs", b"fn area(width: u32, ", DEFINE), ("lib.rs", b"fn area(width: ", USE),
+    ("main.go", b"\tif v, ", START), ("main.go", b"\t} else if ", START), ("main.go", b"\tswitch ", START),
+    ("main.go", b"\tif err := f(); ", USE), ("app.py", b"    if ", USE), ("app.js", b"    if (", USE),
     ("lib.rs", b"    pub fn new(&mut ", DEFINE), ("lib.rs", b"    let mut ", DEFINE), ("lib.rs", b"    xs.map(|", DEFINE),
     ("a.kt", b"fun area(", DEFINE), ("a.kt", b"    val ", DEFINE),
     # a call of something named like a keyword is a call; `for ... of` ends its targets as `for ... in` does
