@@ -6,11 +6,12 @@ is a slip, ``outputStream`` an invention) and wrong elsewhere:
 
 - in prose, a comment or a string, words are not names at all;
 - a definition brings a new name in: ``def xor(i, j)``, ``for idx, elem in``,
-  ``as f``, ``lambda x``, ``let``/``const``/``var``, ``function f(a, b)``,
-  ``catch (e)``; Go's, Rust's, Kotlin's and Swift's ``func``/``fn``/``fun``
+  ``as f``, ``lambda x``, ``let``/``const``/``var`` (and Rust's
+  ``if let Some(x)``), ``function f(a, b)``, ``catch (e)`` (Dart's
+  ``catch (e, stack)``); Go's, Rust's, Kotlin's and Swift's ``func``/``fn``/``fun``
   and their parameters' names (``fn area(width: u32, ``), a Rust closure's
   ``|x|``; in the languages that write a type before the name (C, C++, Java,
-  C#, Dart: `TYPES_FIRST`), the name after a declaration's type
+  C#, Dart: `TYPES_FIRST`, `DART`), the name after a declaration's type
   (``int count``, ``const char *name``, ``List<String> names``, a
   parameter's ``(int width, ``, ``catch (IOException e``) and the names
   after the first (``int a = 0, b``), a template's ``typename T``. An
@@ -66,11 +67,12 @@ _DEFINES = rb"""
                                                                     # Go: a method's receiver, name, parameters
     | ^\s*(?:async\s+)?for\s+(?:(?!\b(?:in|of)\b)[\w\s,()\[\]*])*\Z  # a for loop's targets, before `in`/`of`
     | (?:^|[^\w.$])lambda\s+[\w\s,=*]*\Z                            # a lambda's parameters
-    | (?:^|[^\w.$])(?:let|const|var|val)\s+(?:(?!\b(?:in|of)\b)[\w\s,{}\[\]:])*\Z  # declared names, destructuring too
+    | (?:^|[^\w.$])(?:let|const|var|val)\s+(?:(?!\b(?:in|of)\b)[\w\s,{}\[\]:()&])*\Z  # declared names, destructured
+                                                                    # or in a pattern (Rust's if let Some(x))
     | (?:[=(,]\s*|\bmove\s+)\|[\w\s,&]*\Z                           # a closure's parameters (Rust)
 """
 _UNTYPED_CATCH = rb"""
-    | (?:^|[^\w.$])catch\s*\(\s*\Z                                  # a caught exception (JavaScript, Dart)
+    | (?:^|[^\w.$])catch\s*\(\s*(?:[\w$]+\s*,\s*)?\Z                # a caught exception (JavaScript), Dart's stack too
 """
 _MODIFIERS = rb"""
     (?:(?:const|static|final|volatile|unsigned|signed|register|extern|inline|struct|enum|union|public|private
@@ -117,8 +119,9 @@ class Syntax:
     multiline: frozenset[bytes]
     """The delimiters whose strings may span lines (the others end at the line's end)."""
     types_first: bool = False
-    """A declaration writes its type before the name (``int count``, ``catch (IOException e)``): the word after a
-    type is a new name, and the word after ``catch (`` a type."""
+    """A declaration writes its type before the name (``int count``): the word after a type is a new name."""
+    typed_catch: bool = False
+    """``catch (`` takes the exception's type first (``catch (IOException e)``): the word after it is a use."""
     bare_conditions: bool = False
     """``if`` and ``switch`` may take no parentheses and open with a statement of their own (Go's
     ``if v, ok := m[k]; ok``): the words after them are a statement's first ones."""
@@ -132,14 +135,14 @@ class Syntax:
         block = (self.block_comment[0],) if self.block_comment else ()
         found = b"|".join(re.escape(token) for token in (b"\n", self.line_comment, *block, *self.quotes))
         object.__setattr__(self, "openers", re.compile(found))
-        defines = _DEFINES + (_TYPED_DECLARATION if self.types_first else _UNTYPED_CATCH)
+        defines = _DEFINES + (_TYPED_DECLARATION if self.types_first else b"") + (b"" if self.typed_catch else _UNTYPED_CATCH)
         object.__setattr__(self, "defines", re.compile(defines, re.X))
         object.__setattr__(self, "starts", re.compile(_STARTS + (_CONDITION_STARTS if self.bare_conditions else b""), re.X))
 
     @staticmethod
     def of(name: str | None) -> Syntax:
         """The syntax of a document by its name or URI's extension: `PYTHON` for ``#``-comment languages
-        (and Jupyter notebooks: Python's, R's, Julia's), `TYPES_FIRST` for C, C++, Java, C# and Dart, `C_LIKE`
+        (and Jupyter notebooks: Python's, R's, Julia's), `TYPES_FIRST` for C, C++, Java and C#, `DART`, `C_LIKE`
         for the others (JavaScript, TypeScript, Go, Rust...) and for no extension. A URI's fragment is not its
         name's (a notebook's cell).
 
@@ -151,6 +154,8 @@ class Syntax:
         True
         """
         suffix = PurePosixPath((name or "").partition("#")[0]).suffix.lower()
+        if suffix == ".dart":
+            return DART
         return PYTHON if suffix in _HASH_COMMENTS else TYPES_FIRST if suffix in _TYPES_FIRST else C_LIKE
 
 
@@ -158,9 +163,11 @@ PYTHON = Syntax(b"#", None, (b'"""', b"'''", b'"', b"'"), frozenset({b'"""', b"'
 """Python, and the other languages with ``#`` comments."""
 C_LIKE = Syntax(b"//", (b"/*", b"*/"), (b"`", b'"', b"'"), frozenset({b"`"}), bare_conditions=True)
 """JavaScript and the languages that comment like C."""
-TYPES_FIRST = replace(C_LIKE, types_first=True)
+TYPES_FIRST = replace(C_LIKE, types_first=True, typed_catch=True)
 """The languages that comment like C and write a declaration's type before its name."""
-_TYPES_FIRST = frozenset(".c .h .cc .cpp .cxx .c++ .hpp .hh .hxx .ino .java .cs .dart .m .mm .groovy".split())
+DART = replace(TYPES_FIRST, typed_catch=False)
+"""Dart: types first, but ``catch (e, stack)`` takes no type (``on FormatException catch (e)``)."""
+_TYPES_FIRST = frozenset(".c .h .cc .cpp .cxx .c++ .hpp .hh .hxx .ino .java .cs .m .mm .groovy".split())
 _HASH_COMMENTS = frozenset(
     ".py .pyi .pyw .ipynb .sh .bash .zsh .rb .pl .pm .r .yaml .yml .toml .cfg .cmake .jl .ex .exs .nim .tcl .ps1".split()
 )

@@ -400,6 +400,10 @@ def test_where_a_word_starts_decides_how_it_is_judged(typed, role):
     ("main.go", b"\tif err := f(); ", USE), ("app.py", b"    if ", USE), ("app.js", b"    if (", USE),
     ("lib.rs", b"    pub fn new(&mut ", DEFINE), ("lib.rs", b"    let mut ", DEFINE), ("lib.rs", b"    xs.map(|", DEFINE),
     ("a.kt", b"fun area(", DEFINE), ("a.kt", b"    val ", DEFINE),
+    # a pattern's names (Rust), Dart's untyped catch and its stack trace
+    ("lib.rs", b"    if let Some(", DEFINE), ("lib.rs", b"    while let Ok((a, ", DEFINE), ("lib.rs", b"    let (a, ", DEFINE),
+    ("lib.rs", b"    let x = f(", USE), ("main.dart", b"  } catch (", DEFINE), ("main.dart", b"  } catch (e, ", DEFINE),
+    ("main.dart", b"  final int ", DEFINE), ("main.dart", b"  } on FormatException catch (", DEFINE),
     # a call of something named like a keyword is a call; `for ... of` ends its targets as `for ... in` does
     ("app.py", b"    result = func(a, ", USE), ("app.js", b"    fn(a, ", USE), ("app.js", b"    for (const item of ", USE),
     ("app.py", b"    int ", USE),
