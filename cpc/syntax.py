@@ -36,6 +36,11 @@ current line. `Place.role` reads the role of a word that starts there:
     ['define', 'define', 'use']
     >>> [Place.of(text, TYPES_FIRST).role() for text in (b"    int a = 0, ", b"} catch (", b"} catch (IOException ")]
     ['define', 'use', 'define']
+
+In Rust a ``'`` is a lifetime or a character literal, and opens no string:
+
+    >>> Place.of(b"fn get(buf: &'a mut [u8], ", RUST).role(), Place.of(b"let s: &'static str = ", RUST).role()
+    ('define', 'use')
 """
 
 from __future__ import annotations
@@ -125,6 +130,9 @@ class Syntax:
     bare_conditions: bool = False
     """``if`` and ``switch`` may take no parentheses and open with a statement of their own (Go's
     ``if v, ok := m[k]; ok``): the words after them are a statement's first ones."""
+    character: bytes = b""
+    """A whole character literal, read past as code, where ``'`` opens no string (Rust: ``'x'``, ``'\\n'``; a
+    lone ``'`` names a lifetime, ``&'a str``)."""
     openers: re.Pattern = field(init=False, repr=False, compare=False)
     defines: re.Pattern = field(init=False, repr=False, compare=False)
     """Where a word is a new name (`DEFINE`): the line up to it matches."""
@@ -134,7 +142,8 @@ class Syntax:
     def __post_init__(self) -> None:
         block = (self.block_comment[0],) if self.block_comment else ()
         found = b"|".join(re.escape(token) for token in (b"\n", self.line_comment, *block, *self.quotes))
-        object.__setattr__(self, "openers", re.compile(found))
+        literal = b"(?P<character>" + self.character + b")|" if self.character else b""  # matched first: its ' opens nothing
+        object.__setattr__(self, "openers", re.compile(literal + found))
         defines = _DEFINES + (_TYPED_DECLARATION if self.types_first else b"") + (b"" if self.typed_catch else _UNTYPED_CATCH)
         object.__setattr__(self, "defines", re.compile(defines, re.X))
         object.__setattr__(self, "starts", re.compile(_STARTS + (_CONDITION_STARTS if self.bare_conditions else b""), re.X))
@@ -142,8 +151,8 @@ class Syntax:
     @staticmethod
     def of(name: str | None) -> Syntax:
         """The syntax of a document by its name or URI's extension: `PYTHON` for ``#``-comment languages
-        (and Jupyter notebooks: Python's, R's, Julia's), `TYPES_FIRST` for C, C++, Java and C#, `DART`, `C_LIKE`
-        for the others (JavaScript, TypeScript, Go, Rust...) and for no extension. A URI's fragment is not its
+        (and Jupyter notebooks: Python's, R's, Julia's), `TYPES_FIRST` for C, C++, Java and C#, `DART`, `RUST`,
+        `C_LIKE` for the others (JavaScript, TypeScript, Go...) and for no extension. A URI's fragment is not its
         name's (a notebook's cell).
 
         >>> Syntax.of("file:///w/a.py") is PYTHON, Syntax.of("file:///w/b.ts") is C_LIKE, Syntax.of(None) is C_LIKE
@@ -154,8 +163,8 @@ class Syntax:
         True
         """
         suffix = PurePosixPath((name or "").partition("#")[0]).suffix.lower()
-        if suffix == ".dart":
-            return DART
+        if suffix in (".dart", ".rs"):
+            return DART if suffix == ".dart" else RUST
         return PYTHON if suffix in _HASH_COMMENTS else TYPES_FIRST if suffix in _TYPES_FIRST else C_LIKE
 
 
@@ -167,6 +176,11 @@ TYPES_FIRST = replace(C_LIKE, types_first=True, typed_catch=True)
 """The languages that comment like C and write a declaration's type before its name."""
 DART = replace(TYPES_FIRST, typed_catch=False)
 """Dart: types first, but ``catch (e, stack)`` takes no type (``on FormatException catch (e)``)."""
+RUST = replace(
+    C_LIKE, quotes=(b'"',), multiline=frozenset(),
+    character=rb"'(?:\\(?:u\{[0-9a-fA-F]{1,6}\}|x[0-9a-fA-F]{2}|.)|[^\\'\n\x80-\xff]|[\xc0-\xf7][\x80-\xbf]{1,3})'",
+)
+"""Rust: a ``'`` is a character literal (``'x'``) or a lifetime (``'a``, ``'static``), which opens nothing."""
 _TYPES_FIRST = frozenset(".c .h .cc .cpp .cxx .c++ .hpp .hh .hxx .ino .java .cs .m .mm .groovy".split())
 _HASH_COMMENTS = frozenset(
     ".py .pyi .pyw .ipynb .sh .bash .zsh .rb .pl .pm .r .yaml .yml .toml .cfg .cmake .jl .ex .exs .nim .tcl .ps1".split()
@@ -202,7 +216,7 @@ class Place:
                 found = syntax.openers.search(data, position)
                 if found is None:
                     break
-                position, inside = found.end(), (None if found.group() == b"\n" else found.group())
+                position, inside = found.end(), (None if found.group() == b"\n" or found.lastgroup else found.group())
             else:
                 position, inside = self._close(data, position, inside)
         line = (self.line + data).rpartition(b"\n")[2][-MAX_LINE:]

@@ -1,8 +1,8 @@
 """Real code to measure on: source directories of the standard library and npm, their languages, and the names a file can know.
 
 A *source directory* is a standard-library package (``email/``) or the
-``lib/`` of an npm package (or any directory of Go or Java sources, such
-as Go's own tree or the JDK's ``src.zip`` unpacked): its files' texts,
+``lib/`` of an npm package (or any directory of Go, Java or Rust sources, such
+as Go's own tree, the JDK's ``src.zip`` unpacked or Debian's ``rust-src``): its files' texts,
 which files use which names, and the language they are written in. `Language` tells names from comments
 and strings (approximately: no lexer), and knows the names every file of
 the language may use (keywords and builtins). `imported_names` lists the
@@ -32,6 +32,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import cache
+from itertools import dropwhile, takewhile
 from pathlib import Path
 from typing import TypeVar
 
@@ -45,7 +46,7 @@ MAX_DIRECTORY_BYTES = 1_000_000
 """A directory's files, in path order, up to this many bytes."""
 
 TEST_DIRS = re.compile(r"^(tests?|idle_test|__tests__|__pycache__|node_modules)$|^test_")
-TEST_FILES = re.compile(r"^test_|_test\.|\.(test|spec)\.")
+TEST_FILES = re.compile(r"^test_|_test\.|\.(test|spec)\.|^tests?\.rs$")
 
 
 def expand(pattern: str) -> list[Path]:
@@ -170,10 +171,33 @@ JAVA = Language(
     void volatile while var record yield sealed permits true false null""".split()),
     re.compile(r"(?s)/\*.*?\*/|//[^\n]*|\"{3}.*?\"{3}|\"(?:\\.|[^\"\\\n])*\"|'(?:\\.|[^'\\\n])*'"),
 )
-LANGUAGES = (PYTHON, JAVASCRIPT, GO, JAVA)
+RUST = Language(
+    "rust",
+    (".rs",),
+    re.compile(r"(?<![A-Za-z0-9_])[A-Za-z_][A-Za-z0-9_]*"),
+    re.compile(r"[A-Za-z0-9_]*"),
+    "//",
+    frozenset("""as async await break const continue crate dyn else enum extern false fn for if impl in let loop match mod
+    move mut pub ref return self Self static struct super trait true type union unsafe use where while macro_rules""".split()),
+    re.compile(  # a raw string's hashes close it; a character literal is one character or escape (`'a` is a lifetime)
+        r"""(?s)/\*.*?\*/|//[^\n]*|(?<!\w)b?r(#*)".*?"\1|(?:(?<!\w)b)?"(?:\\.|[^"\\])*"|"""
+        r"""(?<!\w)b?'(?:\\(?:u\{[0-9a-fA-F]{1,6}\}|x[0-9a-fA-F]{2}|.)|[^\\'\n])'"""
+    ),
+)
+LANGUAGES = (PYTHON, JAVASCRIPT, GO, JAVA, RUST)
 _GO_PREDECLARED = """any bool byte comparable complex64 complex128 error float32 float64 int int8 int16 int32 int64 rune
 string uint uint8 uint16 uint32 uint64 uintptr true false iota nil append cap clear close complex copy delete imag len
 make max min new panic print println real recover Error"""
+_RUST_PRIMITIVES_AND_PRELUDE = """bool char str u8 u16 u32 u64 u128 usize i8 i16 i32 i64 i128 isize f32 f64 Option Some None Result
+Ok Err Vec String Box ToString ToOwned Clone Copy Send Sync Sized Unpin Drop Fn FnMut FnOnce drop AsRef AsMut From Into
+Iterator IntoIterator DoubleEndedIterator ExactSizeIterator Extend Default Debug Eq PartialEq Ord PartialOrd Hash
+println print eprintln eprint format vec assert assert_eq assert_ne debug_assert debug_assert_eq panic unreachable todo
+unimplemented write writeln matches cfg derive test"""
+_RUST_PRELUDE_PLACES = """std/src/prelude/v1.rs std/src/macros.rs core/src/macros/mod.rs core/src/option.rs core/src/result.rs
+core/src/clone.rs core/src/cmp.rs core/src/default.rs core/src/marker.rs core/src/convert core/src/ops core/src/iter
+core/src/str core/src/slice core/src/num core/src/char core/src/fmt alloc/src/vec alloc/src/string.rs alloc/src/boxed.rs
+alloc/src/borrow.rs alloc/src/slice.rs alloc/src/str.rs"""
+"""Where Rust's prelude and the primitive types' methods are written (`rust_library`): every file may use them."""
 
 
 @cache
@@ -195,6 +219,10 @@ def builtin_names(language: Language) -> frozenset[str]:
         return frozenset(_GO_PREDECLARED.split()) | language.keywords
     if language is JAVA:  # java.lang is imported by every file; its classes are read where a file imports them
         return language.keywords
+    if language is RUST:  # the prelude, the primitives and their methods, read from Debian's rust-src if it is here
+        library = rust_library()
+        places = [library / place for place in _RUST_PRELUDE_PLACES.split()] if library else []
+        return frozenset(_RUST_PRIMITIVES_AND_PRELUDE.split()) | language.keywords | _names_of_places(places, RUST)
     return frozenset(_node_globals()) | language.keywords
 
 
@@ -338,8 +366,15 @@ def load_directory(path: Path) -> Directory | None:
     return Directory(path, _label(path), language, texts) if len(texts) >= 2 else None
 
 
+@cache
+def rust_library() -> Path | None:
+    """The sources of Rust's ``std``, ``core`` and ``alloc`` (Debian's ``rust-src``), or None."""
+    found = sorted(glob.glob("/usr/src/rustc-*/library/std/src/lib.rs"))
+    return Path(found[-1]).parents[2] if found else None
+
+
 def _label(path: Path) -> str:
-    for root in (Path(stdlib_dir()), npm_root()):
+    for root in (Path(stdlib_dir()), npm_root(), rust_library()):
         if root is not None and path.is_relative_to(root) and path != root:
             return path.relative_to(root).as_posix()
     return str(path)
@@ -354,7 +389,7 @@ def imported_names(source: str, path: str, directory: Directory) -> frozenset[st
     the standard library and Node's builtin modules are listed instead)."""
     if directory.language is PYTHON:
         return frozenset().union(*(_python_module_names(module) for module in _python_imports(source)))
-    if directory.language in (GO, JAVA):
+    if directory.language in (GO, JAVA, RUST):
         return _tree_imports(source, Path(path), directory.language)
     names: set[str] = set()
     for target in re.findall(r"""(?:require\s*\(\s*|\bfrom\s+|\bimport\s+)['"]([^'"]+)['"]""", source):
@@ -423,9 +458,14 @@ def _python_module_names(module: str, depth: int = 0) -> frozenset[str]:
 
 
 def _tree_imports(source: str, path: Path, language: Language) -> frozenset[str]:
-    """The names of what a Go or Java file imports, read from the source tree it is in."""
-    places, names = (_go_imports if language is GO else _java_imports)(source, path)
-    return frozenset(names.union(*(_names_of_files(_source_files(place, language), language) for place in places)))
+    """The names of what a Go, Java or Rust file imports, read from the source tree it is in."""
+    places, names = {GO: _go_imports, JAVA: _java_imports, RUST: _rust_imports}[language](source, path)
+    return frozenset(names) | _names_of_places(places, language)
+
+
+def _names_of_places(places: list[Path], language: Language) -> frozenset[str]:
+    """The identifiers of source files and folders (`_source_files`)."""
+    return frozenset().union(*(_names_of_files(_source_files(place, language), language) for place in places))
 
 
 def _go_imports(source: str, path: Path) -> tuple[list[Path], set[str]]:
@@ -457,13 +497,91 @@ def _java_imports(source: str, path: Path) -> tuple[list[Path], set[str]]:
     return places, set()
 
 
+def _rust_imports(source: str, path: Path) -> tuple[list[Path], set[str]]:
+    """The modules a Rust file's ``use`` declarations and written paths (``crate::fmt::Write``) name: their
+    files, in its crate (the folder of ``lib.rs`` or ``main.rs``), ``super``/``self``, or ``std``, ``core`` and
+    ``alloc`` (`rust_library`). A path's first word that no folder holds is an item of the module before it."""
+    code = RUST.code_only(source)
+    paths = [path for tree in re.findall(r"(?<![\w:])use\s+([^;]*);", code) for path in _use_paths(tree)]
+    paths += [written.split("::") for written in re.findall(r"(?<![\w:])(?:crate|std|core|alloc|super|self)(?:::\w+)+", code)]
+    places = {place for words in paths for place in [_rust_module(words, path)] if place is not None}
+    return sorted(places), set()
+
+
+def _use_paths(tree: str) -> list[list[str]]:
+    """The paths of a ``use`` declaration's tree, braces opened (``a::{b, c::*}`` is ``a::b`` and ``a::c``).
+
+    >>> _use_paths("crate::io::{self, Read as R, buf::*}"), _use_paths("core::ascii")
+    ([['crate', 'io'], ['crate', 'io', 'Read'], ['crate', 'io', 'buf']], [['core', 'ascii']])
+    """
+    tokens = re.findall(r"[{},*]|\bas\s+\w+|\w+", tree)
+    paths: list[list[str]] = []
+
+    def branch(position: int, prefix: list[str]) -> int:
+        words = list(prefix)
+        while position < len(tokens) and tokens[position] not in (",", "}"):
+            token = tokens[position]
+            position += 1
+            if token == "{":
+                while position < len(tokens) and tokens[position] != "}":
+                    position = branch(position, words)
+                    position += tokens[position:position + 1] == [","]
+                return position + 1
+            if token not in ("*", "self") and not re.match(r"as\s", token):  # an alias names no module
+                words.append(token)
+        paths.append(words)
+        return position
+
+    branch(0, [])
+    return [words for words in paths if words]
+
+
+def _rust_module(words: list[str], path: Path) -> Path | None:
+    """The module a Rust path names from the file at ``path``: its file, or its folder (None: not in these
+    sources). The path's words are followed while a folder holds them as modules (``name.rs``, ``name/mod.rs``):
+    the next one is an item of the module before."""
+    def children(file: Path) -> Path:  # where a module's own modules are
+        return file.parent if file.name in ("mod.rs", "lib.rs", "main.rs") else file.with_suffix("")
+
+    first, rest = words[0], words[1:]
+    crate = next((p for p in path.parents if (p / "lib.rs").is_file() or (p / "main.rs").is_file()), None)
+    library = rust_library()
+    if first in ("std", "core", "alloc"):
+        folder = library / first / "src" if library else None
+    elif first in ("self", "super"):
+        folder = children(path)
+        for _ in range((first == "super") + len(list(takewhile("super".__eq__, rest)))):
+            folder = folder.parent
+        rest = list(dropwhile("super".__eq__, rest))
+    else:  # crate::, or a module of the crate's root named alone
+        folder, rest = crate, (rest if first == "crate" else words)
+    if folder is None:
+        return None
+    place = None
+    for word in rest:
+        module = next((m for m in (folder / f"{word}.rs", folder / word / "mod.rs") if m.is_file()), None)
+        if module is None:
+            break
+        place, folder = (module.parent if module.name == "mod.rs" else module), children(module)
+    if place is None and first not in ("crate", "self", "super", "std", "core", "alloc"):
+        return None  # another crate's path
+    if place is None:  # an item of the first module: its own file
+        own = (folder / "lib.rs", folder / "main.rs", folder / "mod.rs", folder.with_suffix(".rs"))
+        place = next((file for file in own if file.is_file()), None)
+    return place
+
+
 def _source_files(place: Path, language: Language) -> tuple[Path, ...]:
-    """A source file, or a folder's files of ``language`` (not its subfolders, not tests)."""
+    """A source file, or a folder's files of ``language`` (not its subfolders, not tests; a Rust module's folder
+    with its subfolders and the ``name.rs`` beside it)."""
     if place.is_file():
         return (place,)
-    return tuple(sorted(
-        f for f in place.glob("*") if f.suffix in language.extensions and not TEST_FILES.search(f.name)
-    )) if place.is_dir() else ()
+    if not place.is_dir():
+        return ()
+    found = place.rglob("*") if language is RUST else place.glob("*")
+    files = sorted(f for f in found if f.suffix in language.extensions and not TEST_FILES.search(f.name))
+    beside = place.with_suffix(".rs")
+    return tuple(([beside] if language is RUST and beside.is_file() else []) + files)
 
 
 @cache

@@ -251,6 +251,33 @@ def test_go_and_java_read_their_imports_from_the_source_tree(tmp_path):
     assert {"size", "toString", "Object"} <= sources.imported_names(directory.texts[a], a, directory)
 
 
+def test_rust_reads_its_uses_from_the_crate_and_the_library(tmp_path, monkeypatch):
+    """A Rust file's ``use`` trees and written paths name modules of its crate (``crate::``, ``super::``) and of
+    ``core``/``std`` (Debian's ``rust-src``, here a small stand-in library): their names are known. A lifetime
+    is code, a character literal is not; ``tests.rs`` is a test."""
+    for path, text in {
+        "library/core/src/lib.rs": "pub mod option;\n",
+        "library/core/src/option.rs": "pub enum Option<T> { Some(T), None }\nimpl<T> Option<T> { pub fn unwrap_or_default(self) }\n",
+        "app/src/lib.rs": "mod io;\nmod parse;\n",
+        "app/src/parse.rs": "pub fn next_token() {}\npub struct Token;\n",
+        "app/src/io/mod.rs": "pub mod reader;\npub struct Buffer;\n",
+        "app/src/io/reader.rs": "use super::Buffer;\nuse crate::parse::{self, Token as T};\nuse core::option::Option;\n"
+                                "pub fn read<'a>(b: &'a Buffer) -> char { let c = '\\''; parse::next_token(b) }\n",
+        "app/src/io/tests.rs": "#[test]\nfn reads() {}\n",
+    }.items():
+        write_file(tmp_path / path, text)
+    monkeypatch.setattr(sources, "rust_library", lambda: tmp_path / "library")
+    directory = sources.load_directory(tmp_path / "app" / "src" / "io")
+    assert directory.language is sources.RUST
+    reader = str(tmp_path / "app" / "src" / "io" / "reader.rs")
+    assert sorted(Path(p).name for p in directory.texts) == ["mod.rs", "reader.rs"]
+    assert {"Buffer", "next_token", "Token", "unwrap_or_default"} <= sources.imported_names(directory.texts[reader], reader, directory)
+    assert sources.RUST.code_only("let c = '\\''; &'a x // y").rstrip() == "let c =     ; &'a x"
+    assert sources._rust_module(["super", "super", "parse"], Path(reader)) == tmp_path / "app" / "src" / "parse.rs"
+    assert sources._rust_module(["super", "super", "super", "parse"], Path(reader)) is None  # above the crate
+    assert sources._rust_module(["libc", "c_int"], Path(reader)) is None  # another crate
+
+
 def test_summaries_pool_undefined_names_over_cases():
     def outcome(category, names, undefined, ms, good, declared=()):
         return cross_file.CrossFileOutcome(category, good, good, good, good, names, undefined, list(declared), ms,

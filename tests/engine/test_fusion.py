@@ -18,7 +18,7 @@ from cpc.fusion import MIN_PULL, FusionWeights, ProjectCorpus
 from cpc.identifiers import (
     BONUS, MIN_CAP, PENALTY, STAKE_CAP, IdentifierModel, NameCounts, TokenShapes, language_names, names_in,
 )
-from cpc.syntax import ASSIGNMENT, C_LIKE, DEFINE, PROSE, PYTHON, START, TYPES_FIRST, USE, Place, Syntax
+from cpc.syntax import ASSIGNMENT, C_LIKE, DEFINE, PROSE, PYTHON, RUST, START, TYPES_FIRST, USE, Place, Syntax
 from cpc.ngram import DISCOUNT, SCALE, DocumentCounts, FileCounts, Merged, NGramModel, WithoutLine, ngram_counts, unchanged_ends
 from cpc.tokenizer import TiktokenTokenizer
 from tests.support.strategies import code_text, examples
@@ -404,6 +404,12 @@ def test_where_a_word_starts_decides_how_it_is_judged(typed, role):
     ("lib.rs", b"    if let Some(", DEFINE), ("lib.rs", b"    while let Ok((a, ", DEFINE), ("lib.rs", b"    let (a, ", DEFINE),
     ("lib.rs", b"    let x = f(", USE), ("main.dart", b"  } catch (", DEFINE), ("main.dart", b"  } catch (e, ", DEFINE),
     ("main.dart", b"  final int ", DEFINE), ("main.dart", b"  } on FormatException catch (", DEFINE),
+    # Rust's ' is a lifetime (code) or a character literal, never a string left open
+    ("lib.rs", b"    let s: &'static str = ", USE), ("lib.rs", b"fn get<'a>(map: &'a Map, ", DEFINE),
+    ("lib.rs", b"    fn read(&mut self, buf: &'a mut [u8], ", DEFINE), ("lib.rs", b"    let quote = '\"'; let ", DEFINE),
+    ("lib.rs", b"    let c = '\\''; let ", DEFINE), ("lib.rs", b"    let s = \"it's ", PROSE),
+    ("lib.rs", b"    let e = '\xc3\xa9'; // the ", PROSE), ("lib.rs", b"pub struct Parser<'a> { pos: usize, ", USE),
+    ("lib.rs", b"    where T: 'static + Send, U: ", USE),
     # a call of something named like a keyword is a call; `for ... of` ends its targets as `for ... in` does
     ("app.py", b"    result = func(a, ", USE), ("app.js", b"    fn(a, ", USE), ("app.js", b"    for (const item of ", USE),
     ("app.py", b"    int ", USE),
@@ -421,7 +427,7 @@ _DELIMITED = st.lists(
 
 
 @settings(max_examples=examples(300), deadline=None)
-@given(_DELIMITED, st.sampled_from([PYTHON, C_LIKE, TYPES_FIRST]))
+@given(_DELIMITED, st.sampled_from([PYTHON, C_LIKE, TYPES_FIRST, RUST]))
 def test_a_place_read_on_from_its_line_start_is_the_place_read_from_the_start(text, syntax):
     """`Place.of` keeps the place where a text's last line starts and reads only that line again: as a
     keystroke after another would, every prefix of the text gives what one read from its start gives."""
