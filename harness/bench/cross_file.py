@@ -1,8 +1,8 @@
 """``python -m harness.bench --cross-file``: does the rest of the repository help? Completion on repository-level cases.
 
 A case is a cursor in a file of a *source directory* (a standard-library
-package such as ``email/``, or a ``lib/`` of an npm package), strictly
-inside an identifier. Two categories, half the cases each:
+package such as ``email/``, a ``lib/`` of an npm package, or a folder of
+Go, Java or Rust sources), strictly inside an identifier. Two categories, half the cases each:
 
 - ``cross_file``: a name (not a keyword or builtin) that occurs in another
   file of the directory and nowhere before the cursor in its own file; the
