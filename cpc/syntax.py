@@ -163,8 +163,8 @@ class Syntax:
         True
         """
         suffix = PurePosixPath((name or "").partition("#")[0]).suffix.lower()
-        if suffix in (".dart", ".rs"):
-            return DART if suffix == ".dart" else RUST
+        if suffix in _OWN_SYNTAX:
+            return _OWN_SYNTAX[suffix]
         return PYTHON if suffix in _HASH_COMMENTS else TYPES_FIRST if suffix in _TYPES_FIRST else C_LIKE
 
 
@@ -181,6 +181,7 @@ RUST = replace(
     character=rb"'(?:\\(?:u\{[0-9a-fA-F]{1,6}\}|x[0-9a-fA-F]{2}|.)|[^\\'\n\x80-\xff]|[\xc0-\xf7][\x80-\xbf]{1,3})'",
 )
 """Rust: a ``'`` is a character literal (``'x'``) or a lifetime (``'a``, ``'static``), which opens nothing."""
+_OWN_SYNTAX = {".dart": DART, ".rs": RUST}
 _TYPES_FIRST = frozenset(".c .h .cc .cpp .cxx .c++ .hpp .hh .hxx .ino .java .cs .m .mm .groovy".split())
 _HASH_COMMENTS = frozenset(
     ".py .pyi .pyw .ipynb .sh .bash .zsh .rb .pl .pm .r .yaml .yml .toml .cfg .cmake .jl .ex .exs .nim .tcl .ps1".split()
