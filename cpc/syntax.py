@@ -21,8 +21,9 @@ is a slip, ``outputStream`` an invention) and wrong elsewhere:
   a use (``print(...)``, ``if done {``).
 
 `Place` follows the text as it is written: which string or comment it is
-inside (opened and closed as the bytes come, escapes and all), and the
-current line. `Place.role` reads the role of a word that starts there:
+inside (opened and closed as the bytes come, escapes and all, the same
+whether the text comes whole or a token at a time), and the current line.
+`Place.role` reads the role of a word that starts there:
 
     >>> [Place.of(text, PYTHON).role() for text in (b"def f(a, ", b"for idx, ", b"x = f(a, ")]
     ['define', 'define', 'use']
@@ -37,10 +38,13 @@ current line. `Place.role` reads the role of a word that starts there:
     >>> [Place.of(text, TYPES_FIRST).role() for text in (b"    int a = 0, ", b"} catch (", b"} catch (IOException ")]
     ['define', 'use', 'define']
 
-In Rust a ``'`` is a lifetime or a character literal, and opens no string:
+In Rust a ``'`` is a lifetime or a character literal, and opens no string; a raw string ends at its own
+quote and ``#``s:
 
     >>> Place.of(b"fn get(buf: &'a mut [u8], ", RUST).role(), Place.of(b"let s: &'static str = ", RUST).role()
     ('define', 'use')
+    >>> Place.of(b'let s = r#"say "hi" ', RUST).role(), Place.of(b'let s = r#"say "hi""#; let ', RUST).role()
+    ('prose', 'define')
 """
 
 from __future__ import annotations
@@ -133,6 +137,12 @@ class Syntax:
     character: bytes = b""
     """A whole character literal, read past as code, where ``'`` opens no string (Rust: ``'x'``, ``'\\n'``; a
     lone ``'`` names a lifetime, ``&'a str``)."""
+    verbatim: frozenset[bytes] = frozenset()
+    """The delimiters whose strings take no escapes: a backslash in them is a character (Go's backquoted
+    strings: ``strings.ReplaceAll(name, `\\`, `/`)``)."""
+    raw_string: bytes = b""
+    """A raw string's opener, whose quote and ``#``s close it with no escapes (Rust: ``r"C:\\"``,
+    ``r#"say "hi""#``, ``br"..."``)."""
     openers: re.Pattern = field(init=False, repr=False, compare=False)
     defines: re.Pattern = field(init=False, repr=False, compare=False)
     """Where a word is a new name (`DEFINE`): the line up to it matches."""
@@ -143,7 +153,8 @@ class Syntax:
         block = (self.block_comment[0],) if self.block_comment else ()
         found = b"|".join(re.escape(token) for token in (b"\n", self.line_comment, *block, *self.quotes))
         literal = b"(?P<character>" + self.character + b")|" if self.character else b""  # matched first: its ' opens nothing
-        object.__setattr__(self, "openers", re.compile(literal + found))
+        raw = b"(?P<raw>" + self.raw_string + b")|" if self.raw_string else b""  # before the quote it ends with
+        object.__setattr__(self, "openers", re.compile(literal + raw + found))
         defines = _DEFINES + (_TYPED_DECLARATION if self.types_first else b"") + (b"" if self.typed_catch else _UNTYPED_CATCH)
         object.__setattr__(self, "defines", re.compile(defines, re.X))
         object.__setattr__(self, "starts", re.compile(_STARTS + (_CONDITION_STARTS if self.bare_conditions else b""), re.X))
@@ -151,13 +162,13 @@ class Syntax:
     @staticmethod
     def of(name: str | None) -> Syntax:
         """The syntax of a document by its name or URI's extension: `PYTHON` for ``#``-comment languages
-        (and Jupyter notebooks: Python's, R's, Julia's), `TYPES_FIRST` for C, C++, Java and C#, `DART`, `RUST`,
-        `C_LIKE` for the others (JavaScript, TypeScript, Go...) and for no extension. A URI's fragment is not its
-        name's (a notebook's cell).
+        (and Jupyter notebooks: Python's, R's, Julia's), `TYPES_FIRST` for C, C++, Java and C#, `DART`,
+        `RUST`, `GO`, `C_LIKE` for the others (JavaScript, TypeScript...) and for no extension. A URI's fragment
+        is not its name's (a notebook's cell).
 
         >>> Syntax.of("file:///w/a.py") is PYTHON, Syntax.of("file:///w/b.ts") is C_LIKE, Syntax.of(None) is C_LIKE
         (True, True, True)
-        >>> Syntax.of("file:///w/Main.java") is TYPES_FIRST, Syntax.of("file:///w/main.go") is C_LIKE
+        >>> Syntax.of("file:///w/Main.java") is TYPES_FIRST, Syntax.of("file:///w/main.go") is GO
         (True, True)
         >>> Syntax.of("vscode-notebook-cell:/w/lab%20notes.ipynb#W2sZmlsZQ%3D%3D") is PYTHON
         True
@@ -172,16 +183,26 @@ PYTHON = Syntax(b"#", None, (b'"""', b"'''", b'"', b"'"), frozenset({b'"""', b"'
 """Python, and the other languages with ``#`` comments."""
 C_LIKE = Syntax(b"//", (b"/*", b"*/"), (b"`", b'"', b"'"), frozenset({b"`"}), bare_conditions=True)
 """JavaScript and the languages that comment like C."""
-TYPES_FIRST = replace(C_LIKE, types_first=True, typed_catch=True)
-"""The languages that comment like C and write a declaration's type before its name."""
-DART = replace(TYPES_FIRST, typed_catch=False)
-"""Dart: types first, but ``catch (e, stack)`` takes no type (``on FormatException catch (e)``)."""
-RUST = replace(
-    C_LIKE, quotes=(b'"',), multiline=frozenset(),
-    character=rb"'(?:\\(?:u\{[0-9a-fA-F]{1,6}\}|x[0-9a-fA-F]{2}|.)|[^\\'\n\x80-\xff]|[\xc0-\xf7][\x80-\xbf]{1,3})'",
+TYPES_FIRST = replace(
+    C_LIKE, quotes=(b'"""', b"`", b'"', b"'"), multiline=frozenset({b"`", b'"""'}), types_first=True, typed_catch=True
 )
-"""Rust: a ``'`` is a character literal (``'x'``) or a lifetime (``'a``, ``'static``), which opens nothing."""
-_OWN_SYNTAX = {".dart": DART, ".rs": RUST}
+"""The languages that comment like C and write a declaration's type before its name (Java's text blocks in
+three double quotes span lines)."""
+DART = replace(
+    TYPES_FIRST, quotes=(b'"""', b"'''", b'"', b"'"), multiline=frozenset({b'"""', b"'''"}), typed_catch=False
+)
+"""Dart: types first, but ``catch (e, stack)`` takes no type (``on FormatException catch (e)``); strings in three
+quotes span lines."""
+RUST = replace(
+    C_LIKE, quotes=(b'"',), multiline=frozenset({b'"'}),
+    character=rb"'(?:\\(?:u\{[0-9a-fA-F]{1,6}\}|x[0-9a-fA-F]{2}|.)|[^\\'\n\x80-\xff]|[\xc0-\xf7][\x80-\xbf]{1,3})'",
+    raw_string=rb'(?<![\w])[bc]?r#*"',
+)
+"""Rust: a ``'`` is a character literal (``'x'``) or a lifetime (``'a``, ``'static``), which opens nothing; strings
+span lines, raw ones (``r#"..."#``) end at their own quote and ``#``s."""
+GO = replace(C_LIKE, verbatim=frozenset({b"`"}))
+"""Go: a backquoted string is raw, a backslash in it escapes nothing."""
+_OWN_SYNTAX = {".dart": DART, ".rs": RUST, ".go": GO}
 _TYPES_FIRST = frozenset(".c .h .cc .cpp .cxx .c++ .hpp .hh .hxx .ino .java .cs .m .mm .groovy".split())
 _HASH_COMMENTS = frozenset(
     ".py .pyi .pyw .ipynb .sh .bash .zsh .rb .pl .pm .r .yaml .yml .toml .cfg .cmake .jl .ex .exs .nim .tcl .ps1".split()
@@ -197,6 +218,10 @@ class Place:
     """The current line up to here (its last `MAX_LINE` bytes)."""
     inside: bytes | None = None
     """The delimiter of the string or comment the text is inside; None in code."""
+    line_opened: bytes | None = None
+    """`inside` where the current line starts: a piece written next is read with the line again from there."""
+    long_line: bool = False
+    """The line is longer than `MAX_LINE`: a piece written next is read on from here alone."""
 
     @classmethod
     def of(cls, text: bytes, syntax: Syntax) -> Place:
@@ -210,18 +235,33 @@ class Place:
         return _line_start(text[:cut], syntax).after(text[cut:])
 
     def after(self, data: bytes) -> Place:
-        """The place once ``data`` is written here."""
-        syntax, inside, position = self.syntax, self.inside, 0
+        """The place once ``data`` is written here: as if the text were read whole, where a delimiter, a
+        character literal or an escape is split between pieces (a model's tokens: ``r`` then ``#"``, ``'"``
+        then ``'``), on lines up to `MAX_LINE` bytes.
+
+        >>> Place(RUST).after(b"if c == '\\"").after(b"' { ").inside is None  # a quote in a character literal
+        True
+        """
+        if self.long_line and b"\n" not in data:  # the line's start is not kept: read on from here alone
+            return replace(self, line=(self.line + data)[-MAX_LINE:], inside=self._read(self.inside, data))
+        opened, text = (self.inside, data) if self.long_line else (self.line_opened, self.line + data)
+        cut = text.rfind(b"\n") + 1
+        if cut:
+            opened, text = self._read(opened, text[:cut]), text[cut:]
+        return Place(self.syntax, text[-MAX_LINE:], self._read(opened, text), opened, len(text) > MAX_LINE)
+
+    def _read(self, inside: bytes | None, data: bytes) -> bytes | None:
+        """What the text is inside once ``data`` is read from inside ``inside``."""
+        syntax, position = self.syntax, 0
         while position < len(data):
             if inside is None:
                 found = syntax.openers.search(data, position)
                 if found is None:
                     break
-                position, inside = found.end(), (None if found.group() == b"\n" or found.lastgroup else found.group())
+                position, inside = found.end(), _opened(found)
             else:
                 position, inside = self._close(data, position, inside)
-        line = (self.line + data).rpartition(b"\n")[2][-MAX_LINE:]
-        return Place(syntax, line, inside)
+        return inside
 
     def _close(self, data: bytes, position: int, inside: bytes) -> tuple[int, bytes | None]:
         """Where the string or comment opened by ``inside`` ends in ``data`` (after ``position``)."""
@@ -229,6 +269,9 @@ class Place:
         if inside == syntax.line_comment:
             end = data.find(b"\n", position)
             return (len(data), inside) if end < 0 else (end + 1, None)
+        if syntax.raw_string and inside[:1] == b"r":  # see `_opened`
+            end = data.find(b'"' + inside[1:-1], position)
+            return (len(data), inside) if end < 0 else (end + len(inside) - 1, None)
         if syntax.block_comment and inside == syntax.block_comment[0]:
             end = data.find(syntax.block_comment[1], position)
             return (len(data), inside) if end < 0 else (end + len(syntax.block_comment[1]), None)
@@ -239,7 +282,8 @@ class Place:
                 return newline + 1, None  # an unclosed string ends with its line
             if end < 0:
                 return len(data), inside
-            backslashes = len(data[position:end]) - len(data[position:end].rstrip(b"\\"))
+            before = b"" if inside in syntax.verbatim else data[position:end]
+            backslashes = len(before) - len(before.rstrip(b"\\"))
             position = end + len(inside)
             if backslashes % 2 == 0:
                 return position, None
@@ -251,6 +295,14 @@ class Place:
         if self.syntax.defines.search(self.line):
             return DEFINE
         return START if self.syntax.starts.fullmatch(self.line) else USE
+
+
+def _opened(found: re.Match) -> bytes | None:
+    """What an opener (`Syntax.openers`) leaves the text inside: its delimiter, a raw string's ``r#"`` (its
+    prefix dropped), or None after a line's end or a character literal."""
+    if found.lastgroup == "raw":
+        return found.group().lstrip(b"bc")
+    return None if found.lastgroup or found.group() == b"\n" else found.group()
 
 
 @lru_cache(maxsize=16)

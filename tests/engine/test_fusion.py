@@ -18,7 +18,9 @@ from cpc.fusion import MIN_PULL, FusionWeights, ProjectCorpus
 from cpc.identifiers import (
     BONUS, MIN_CAP, PENALTY, STAKE_CAP, IdentifierModel, NameCounts, TokenShapes, language_names, names_in,
 )
-from cpc.syntax import ASSIGNMENT, C_LIKE, DEFINE, PROSE, PYTHON, RUST, START, TYPES_FIRST, USE, Place, Syntax
+from cpc.syntax import (
+    ASSIGNMENT, C_LIKE, DART, DEFINE, GO, PROSE, PYTHON, RUST, START, TYPES_FIRST, USE, Place, Syntax,
+)
 from cpc.ngram import DISCOUNT, SCALE, DocumentCounts, FileCounts, Merged, NGramModel, WithoutLine, ngram_counts, unchanged_ends
 from cpc.tokenizer import TiktokenTokenizer
 from tests.support.strategies import code_text, examples
@@ -410,6 +412,15 @@ def test_where_a_word_starts_decides_how_it_is_judged(typed, role):
     ("lib.rs", b"    let c = '\\''; let ", DEFINE), ("lib.rs", b"    let s = \"it's ", PROSE),
     ("lib.rs", b"    let e = '\xc3\xa9'; // the ", PROSE), ("lib.rs", b"pub struct Parser<'a> { pos: usize, ", USE),
     ("lib.rs", b"    where T: 'static + Send, U: ", USE),
+    # Java's text blocks and Dart's strings in three quotes span lines
+    ("Main.java", b'    String s = """\n        the ', PROSE), ("Main.java", b'    String s = """\n  a\n  """; int ', DEFINE),
+    ("main.dart", b"  var s = '''\n  the ", PROSE), ("main.dart", b"  var s = '''a'''; var ", DEFINE),
+    # Go's backquoted strings take no escapes
+    ("main.go", b"\tname = strings.ReplaceAll(name, `\\`, ", USE), ("main.go", b"\tre := `a\\`+`b ", PROSE),
+    # Rust's raw strings end at their own quote and #s, with no escapes; its strings span lines
+    ("lib.rs", b'    let s = r#"say "hi" ', PROSE), ("lib.rs", b'    let s = r#"say "hi""#; let ', DEFINE),
+    ("lib.rs", b'    let p = r"C:\\"; let ', DEFINE), ("lib.rs", b'    let b = br##"a "# b"##; let ', DEFINE),
+    ("lib.rs", b'    let s = "one\n    two ', PROSE), ("lib.rs", b'    let s = "one\\\n    two"; let ', DEFINE),
     # a call of something named like a keyword is a call; `for ... of` ends its targets as `for ... in` does
     ("app.py", b"    result = func(a, ", USE), ("app.js", b"    fn(a, ", USE), ("app.js", b"    for (const item of ", USE),
     ("app.py", b"    int ", USE),
@@ -421,18 +432,34 @@ def test_new_names_are_read_in_each_language_s_declarations(name, typed, role):
 
 
 _DELIMITED = st.lists(
-    st.sampled_from([b'"""', b"'''", b'"', b"'", b"`", b"#", b"//", b"/*", b"*/", b"\\", b"\n", b"x", b" ", b"def "]),
+    st.sampled_from([b'"""', b"'''", b'"', b"'", b"`", b"#", b"//", b"/*", b"*/", b"\\", b"\n", b"x", b" ", b"def ", b"r"]),
     max_size=40,
 ).map(b"".join)
 
 
 @settings(max_examples=examples(300), deadline=None)
-@given(_DELIMITED, st.sampled_from([PYTHON, C_LIKE, TYPES_FIRST, RUST]))
+@given(_DELIMITED, st.sampled_from([PYTHON, C_LIKE, TYPES_FIRST, DART, RUST, GO]))
 def test_a_place_read_on_from_its_line_start_is_the_place_read_from_the_start(text, syntax):
     """`Place.of` keeps the place where a text's last line starts and reads only that line again: as a
     keystroke after another would, every prefix of the text gives what one read from its start gives."""
     for end in range(len(text) + 1):
         assert Place.of(text[:end], syntax) == Place(syntax).after(text[:end]), text[:end]
+
+
+@settings(max_examples=examples(300), deadline=None)
+@given(_DELIMITED, st.lists(st.integers(0, 40), max_size=6), st.sampled_from([PYTHON, C_LIKE, TYPES_FIRST, DART, RUST, GO]))
+@example(b'let s = r#"a "b" c"# + x', [7, 9], RUST)  # the default model's tokens: ` r`, `#"`
+@example(b"if c == '\"' { x", [7, 10], RUST)  # ` '"`, `'`
+@example(b'x = """doc', [6], PYTHON)  # `""`, `"`
+@example(b'"a\\" + x', [3], C_LIKE)  # an escape's backslash, then its quote
+@example(b"/* a */ x", [6], C_LIKE)  # a comment's closer split
+def test_a_text_read_in_pieces_is_read_as_a_whole(text, cuts, syntax):
+    """The decoder reads a suggestion a token at a time, and a token may end inside a delimiter, a character
+    literal or an escape: each piece read on from the place before gives the place the whole text gives."""
+    place, start = Place(syntax), 0
+    for end in sorted({min(cut, len(text)) for cut in cuts} | {len(text)}):
+        place, start = place.after(text[start:end]), end
+    assert place == Place(syntax).after(text)
 
 
 def test_the_language_s_own_names_are_known(cl100k):
